@@ -1,0 +1,393 @@
+#include "common/pg_connection.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdlib>
+#include <variant>
+
+namespace walhook::pg {
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using clock = std::chrono::steady_clock;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+class pg_category final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "walhook.pg"; }
+  std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::connect_failed: return "could not connect to PostgreSQL";
+      case errc::connection_lost: return "connection to PostgreSQL lost";
+      case errc::query_failed: return "PostgreSQL reported an error";
+      case errc::timeout: return "PostgreSQL operation timed out";
+      case errc::cancelled: return "PostgreSQL operation cancelled";
+      case errc::copy_done: return "PostgreSQL ended the COPY stream";
+      case errc::not_connected: return "not connected to PostgreSQL";
+    }
+    return "unknown walhook.pg error";
+  }
+};
+
+std::string one_line(std::string_view text) {
+  std::string out(text);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  for (char& c : out)
+    if (c == '\n') c = ' ';
+  return out;
+}
+
+}  // namespace
+
+const boost::system::error_category& category() {
+  static const pg_category cat;
+  return cat;
+}
+
+long query_result::affected() const {
+  if (!res_) return 0;
+  const char* n = PQcmdTuples(res_.get());
+  return (n && *n) ? std::strtol(n, nullptr, 10) : 0;
+}
+
+/// The Asio side of the socket libpq owns: registered with the reactor, never closed by Asio.
+struct connection::waiter {
+  explicit waiter(asio::any_io_executor ex) : descriptor(ex), timer(ex) {}
+  asio::posix::stream_descriptor descriptor;
+  asio::steady_timer timer;
+  bool cancelled = false;
+};
+
+connection::connection(asio::any_io_executor ex) : ex_(std::move(ex)), waiter_(std::make_unique<waiter>(ex_)) {}
+
+connection::~connection() { close(); }
+
+bool connection::is_open() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
+
+std::string connection::parameter(const char* name) const {
+  if (!conn_) return {};
+  const char* v = PQparameterStatus(conn_, name);
+  return v ? v : "";
+}
+
+void connection::rebind_socket() {
+  error_code ignored;
+  if (waiter_->descriptor.is_open()) waiter_->descriptor.release();
+  if (conn_ && PQsocket(conn_) >= 0) waiter_->descriptor.assign(PQsocket(conn_), ignored);
+}
+
+void connection::cancel() {
+  waiter_->cancelled = true;
+  error_code ignored;
+  if (waiter_->descriptor.is_open()) waiter_->descriptor.cancel(ignored);
+  waiter_->timer.cancel();
+}
+
+void connection::close() {
+  if (waiter_) {
+    cancel();
+    if (waiter_->descriptor.is_open()) waiter_->descriptor.release();
+  }
+  if (conn_) {
+    PQfinish(conn_);
+    conn_ = nullptr;
+  }
+}
+
+void connection::record_error(const PGresult* res) {
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  last_sqlstate_ = state ? state : "";
+  const char* primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  if (primary) {
+    last_error_ = one_line(primary);
+    if (const char* detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) last_error_ += " (" + one_line(detail) + ")";
+  } else if (res && *PQresultErrorMessage(res)) {
+    last_error_ = one_line(PQresultErrorMessage(res));
+  } else {
+    last_error_ = conn_ ? one_line(PQerrorMessage(conn_)) : "no connection";
+  }
+}
+
+void connection::record_connection_error(std::string_view what) {
+  last_sqlstate_.clear();
+  std::string msg = conn_ ? one_line(PQerrorMessage(conn_)) : std::string();
+  last_error_ = msg.empty() ? std::string(what) : std::string(what) + ": " + msg;
+}
+
+asio::awaitable<error_code> connection::wait(want w, clock::time_point deadline) {
+  auto& wt = *waiter_;
+  if (wt.cancelled) co_return errc::cancelled;
+  if (!wt.descriptor.is_open()) co_return errc::connection_lost;
+  wt.timer.expires_at(deadline);
+  using dt = asio::posix::descriptor_base::wait_type;
+  std::variant<std::tuple<error_code>, std::tuple<error_code>> io_or_timer;
+  if (w == want::read) {
+    io_or_timer = co_await (wt.descriptor.async_wait(dt::wait_read, tuple_awaitable) ||
+                            wt.timer.async_wait(tuple_awaitable));
+  } else if (w == want::write) {
+    io_or_timer = co_await (wt.descriptor.async_wait(dt::wait_write, tuple_awaitable) ||
+                            wt.timer.async_wait(tuple_awaitable));
+  } else {
+    auto r = co_await (wt.descriptor.async_wait(dt::wait_read, tuple_awaitable) ||
+                       wt.descriptor.async_wait(dt::wait_write, tuple_awaitable) ||
+                       wt.timer.async_wait(tuple_awaitable));
+    if (r.index() == 2) io_or_timer.emplace<1>(std::get<2>(r));
+    else io_or_timer.emplace<0>(r.index() == 0 ? std::get<0>(r) : std::get<1>(r));
+  }
+  if (wt.cancelled) co_return errc::cancelled;
+  if (io_or_timer.index() == 1) {
+    auto [ec] = std::get<1>(io_or_timer);
+    if (!ec) co_return errc::timeout;
+    co_return errc::cancelled;
+  }
+  auto [ec] = std::get<0>(io_or_timer);
+  if (ec == asio::error::operation_aborted) co_return errc::cancelled;
+  if (ec) co_return errc::connection_lost;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> connection::async_connect(std::string conninfo, duration timeout) {
+  close();
+  waiter_->cancelled = false;
+  last_error_.clear();
+  last_sqlstate_.clear();
+  auto deadline = clock::now() + timeout;
+  conn_ = PQconnectStart(conninfo.c_str());
+  if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) {
+    record_connection_error("connection failed");
+    co_return errc::connect_failed;
+  }
+  PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
+  for (;;) {
+    if (poll == PGRES_POLLING_OK) break;
+    if (poll == PGRES_POLLING_FAILED) {
+      record_connection_error("connection failed");
+      co_return errc::connect_failed;
+    }
+    rebind_socket();  // libpq may open a new socket per address it tries
+    error_code ec = co_await wait(poll == PGRES_POLLING_READING ? want::read : want::write, deadline);
+    if (ec == errc::timeout) {
+      record_connection_error("connection timed out");
+      co_return ec;
+    }
+    if (ec == errc::cancelled) co_return ec;
+    // A closed or reset socket is reported by PQconnectPoll itself.
+    poll = PQconnectPoll(conn_);
+  }
+  rebind_socket();
+  if (PQsetnonblocking(conn_, 1) != 0) {
+    record_connection_error("could not set non-blocking mode");
+    co_return errc::connect_failed;
+  }
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> connection::flush(clock::time_point deadline) {
+  for (;;) {
+    int r = PQflush(conn_);
+    if (r == 0) co_return error_code{};
+    if (r < 0) {
+      record_connection_error("could not send to server");
+      co_return errc::connection_lost;
+    }
+    // Libpq's advice: wait for either; if the server sent something, read it so it can't block us.
+    if (error_code ec = co_await wait(want::read_or_write, deadline)) co_return ec;
+    if (!PQconsumeInput(conn_)) {
+      record_connection_error("connection lost");
+      co_return errc::connection_lost;
+    }
+  }
+}
+
+asio::awaitable<result<query_result>> connection::collect(clock::time_point deadline, bool stop_at_null) {
+  query_result last;
+  bool failed = false;
+  for (;;) {
+    while (PQisBusy(conn_)) {
+      if (error_code ec = co_await wait(want::read, deadline)) {
+        if (ec == errc::timeout) last_error_ = "query timed out";
+        co_return ec;
+      }
+      if (!PQconsumeInput(conn_)) {
+        record_connection_error("connection lost");
+        co_return errc::connection_lost;
+      }
+    }
+    PGresult* raw = PQgetResult(conn_);
+    if (!raw) break;
+    query_result res(raw);
+    ExecStatusType st = res.status();
+    if (st == PGRES_COPY_BOTH || st == PGRES_COPY_OUT || st == PGRES_COPY_IN) co_return res;
+    if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+      if (!failed) record_error(res.get());
+      failed = true;
+    }
+    last = std::move(res);
+    if (stop_at_null && st == PGRES_PIPELINE_SYNC) break;
+  }
+  if (failed) co_return errc::query_failed;
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    record_connection_error("connection lost");
+    co_return errc::connection_lost;
+  }
+  co_return last;
+}
+
+asio::awaitable<result<query_result>> connection::async_exec(std::string_view sql, const params& args,
+                                                             duration timeout) {
+  if (!is_open()) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  auto deadline = clock::now() + timeout;
+  std::vector<const char*> values;
+  values.reserve(args.size());
+  for (const auto& a : args) values.push_back(a ? a->c_str() : nullptr);
+  std::string text(sql);
+  if (!PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                         nullptr, 0)) {
+    record_connection_error("could not send query");
+    co_return errc::connection_lost;
+  }
+  if (error_code ec = co_await flush(deadline)) co_return ec;
+  co_return co_await collect(deadline, false);
+}
+
+asio::awaitable<result<query_result>> connection::async_simple(std::string_view sql, duration timeout) {
+  if (!is_open()) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  auto deadline = clock::now() + timeout;
+  std::string text(sql);
+  if (!PQsendQuery(conn_, text.c_str())) {
+    record_connection_error("could not send query");
+    co_return errc::connection_lost;
+  }
+  if (error_code ec = co_await flush(deadline)) co_return ec;
+  co_return co_await collect(deadline, false);
+}
+
+asio::awaitable<result<std::vector<query_result>>> connection::async_pipeline(std::span<const statement> statements,
+                                                                             duration timeout) {
+  if (!is_open()) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  auto deadline = clock::now() + timeout;
+  if (!PQenterPipelineMode(conn_)) {
+    record_connection_error("could not enter pipeline mode");
+    co_return errc::connection_lost;
+  }
+  struct exit_guard {
+    PGconn* c;
+    ~exit_guard() { PQexitPipelineMode(c); }
+  } guard{conn_};
+  for (const auto& st : statements) {
+    std::vector<const char*> values;
+    values.reserve(st.args.size());
+    for (const auto& a : st.args) values.push_back(a ? a->c_str() : nullptr);
+    if (!PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                           nullptr, 0)) {
+      record_connection_error("could not queue pipelined query");
+      co_return errc::connection_lost;
+    }
+  }
+  if (!PQpipelineSync(conn_)) {
+    record_connection_error("could not send pipeline sync");
+    co_return errc::connection_lost;
+  }
+  if (error_code ec = co_await flush(deadline)) co_return ec;
+
+  std::vector<query_result> results;
+  results.reserve(statements.size());
+  bool failed = false;
+  // Each statement yields its result(s) then a NULL; the sync yields PGRES_PIPELINE_SYNC.
+  for (;;) {
+    while (PQisBusy(conn_)) {
+      if (error_code ec = co_await wait(want::read, deadline)) co_return ec;
+      if (!PQconsumeInput(conn_)) {
+        record_connection_error("connection lost");
+        co_return errc::connection_lost;
+      }
+    }
+    PGresult* raw = PQgetResult(conn_);
+    if (!raw) continue;  // end of one statement's results
+    query_result res(raw);
+    ExecStatusType st = res.status();
+    if (st == PGRES_PIPELINE_SYNC) break;
+    if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+      if (!failed) record_error(res.get());
+      failed = true;
+    }
+    results.push_back(std::move(res));
+  }
+  if (failed) co_return errc::query_failed;
+  co_return results;
+}
+
+asio::awaitable<result<copy_buffer>> connection::async_read_copy_data(duration timeout) {
+  if (!conn_) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  auto deadline = clock::now() + timeout;
+  for (;;) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(conn_, &buf, 1);
+    if (n > 0) co_return copy_buffer(buf, n);
+    if (n == 0) {
+      if (error_code ec = co_await wait(want::read, deadline)) co_return ec;
+      if (!PQconsumeInput(conn_)) {
+        record_connection_error("replication connection lost");
+        co_return errc::connection_lost;
+      }
+      continue;
+    }
+    if (n == -1) {
+      // The server ended the copy; its final result says why (e.g. the slot was dropped).
+      auto res = co_await collect(deadline, false);
+      if (!res && res.error() != errc::query_failed) record_connection_error("replication stream ended");
+      if (res) last_error_ = "server ended the replication stream";
+      co_return errc::copy_done;
+    }
+    record_connection_error("replication stream failed");
+    co_return errc::connection_lost;
+  }
+}
+
+asio::awaitable<error_code> connection::async_write_copy_data(std::span<const std::byte> data, duration timeout) {
+  if (!conn_) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  auto deadline = clock::now() + timeout;
+  for (;;) {
+    int r = PQputCopyData(conn_, reinterpret_cast<const char*>(data.data()), static_cast<int>(data.size()));
+    if (r == 1) break;
+    if (r < 0) {
+      record_connection_error("could not send CopyData");
+      co_return errc::connection_lost;
+    }
+    if (error_code ec = co_await wait(want::write, deadline)) co_return ec;
+  }
+  co_return co_await flush(deadline);
+}
+
+std::string quote_identifier(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string quote_literal(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  out += '\'';
+  return out;
+}
+
+}  // namespace walhook::pg

@@ -1,0 +1,112 @@
+#pragma once
+// The HTTP/1.1 transport that carries webhook attempts (Boost.Beast + OpenSSL).
+//
+// * One total deadline per attempt (default 5 s) covering resolve, connect, TLS handshake,
+//   writing the request and reading the response header (DESIGN §6).
+// * Keep-alive connections pooled per pool key (walhook uses the endpoint id, so one slow
+//   endpoint never holds another's connections); TCP_NODELAY; TLS verified with SNI.
+// * Redirects are never followed; interim 1xx responses are skipped; the response body is read
+//   and discarded only if it is small (≤ body_cap); otherwise the connection is dropped instead.
+// * A pooled connection that turns out closed by the server before any response byte is retried
+//   once on a fresh connection (not a separate attempt).
+// * SSRF guard: after DNS resolution, loopback, private, link-local, unique-local, CGNAT,
+//   multicast and unspecified addresses (and cloud metadata 169.254.169.254) are refused
+//   unless allow_private_networks is set.
+//
+// Thread affinity: one client per executor; async_post may run concurrently for many requests.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace walhook::delivery {
+
+/// Transport failures; each maps to a distinct, readable last_error.
+enum class transport_errc {
+  invalid_url = 1,   ///< not an absolute http(s) URL with a host
+  resolve_failed,    ///< DNS lookup failed or returned nothing
+  address_blocked,   ///< every resolved address was refused by the SSRF guard
+  connect_failed,    ///< no resolved address accepted a TCP connection
+  tls_failed,        ///< TLS handshake or certificate verification failed
+  write_failed,      ///< the connection broke while sending the request
+  read_failed,       ///< the connection broke before a complete response header
+  protocol_error,    ///< the response was not valid HTTP/1.x
+  timeout,           ///< the total deadline passed
+  cancelled,         ///< the client was shut down
+};
+const boost::system::error_category& transport_category();
+inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
+
+/// A parsed endpoint URL (Boost.URL): http or https, host, port (default 80/443), target.
+struct http_target {
+  bool tls = false;
+  std::string host;    ///< registered name or IP literal (IPv6 without brackets)
+  std::string port;    ///< decimal
+  std::string target;  ///< path + query, at least "/"
+  bool operator==(const http_target&) const = default;
+};
+
+/// Parses an endpoint URL. Error: transport_errc::invalid_url.
+boost::system::result<http_target> parse_url(std::string_view url);
+
+struct http_request {
+  std::string body;  ///< sent as is, Content-Type: application/json
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// What walhook keeps of a response: the status line and the headers that drive policy.
+struct http_response {
+  unsigned status = 0;
+  std::string retry_after;  ///< Retry-After header, raw (seconds or HTTP-date), "" if absent
+  std::string location;     ///< Location header of a 3xx, "" if absent
+  bool reused_connection = false;
+  std::chrono::microseconds elapsed{0};  ///< from call to response header
+};
+
+struct http_client_options {
+  std::chrono::milliseconds total_deadline{5000};
+  std::size_t body_cap = 16 * 1024;      ///< bytes of response body read (and discarded) at most
+  std::size_t max_idle_per_pool = 8;     ///< idle keep-alive connections kept per pool key
+  std::chrono::seconds idle_timeout{30}; ///< idle connections older than this are not reused
+  bool allow_private_networks = false;   ///< disables the SSRF guard (tests, demo, intranets)
+  std::string user_agent = "walhook/0.1";
+};
+
+class http_client {
+ public:
+  http_client(boost::asio::any_io_executor ex, http_client_options options);
+  ~http_client();
+  http_client(const http_client&) = delete;
+  http_client& operator=(const http_client&) = delete;
+
+  /// POSTs `request` to `target`. Any status (2xx…5xx) is a value; transport failures are
+  /// transport_errc errors. `pool_key` selects the keep-alive pool (walhook: endpoint id).
+  boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
+                                                                          const http_target& target,
+                                                                          const http_request& request);
+
+  /// Drops idle connections of one pool (endpoint removed or its URL changed).
+  void forget(const std::string& pool_key);
+  /// Closes everything; pending and later calls fail with transport_errc::cancelled.
+  void shutdown();
+
+  const http_client_options& options() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace walhook::delivery
+
+template <>
+struct boost::system::is_error_code_enum<walhook::delivery::transport_errc> : std::true_type {};
