@@ -34,7 +34,8 @@ class cursor {
   std::string read_cstr();
   /// `n` raw bytes (Byten); truncated if fewer are left.
   std::string read_bytes(std::size_t n);
-  /// The rest of the buffer, without copying.
+  /// The rest of the buffer, without copying; consumes it (at_end() is then true). Empty after a
+  /// failed read.
   std::span<const std::byte> rest();
 
  private:

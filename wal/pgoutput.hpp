@@ -19,7 +19,10 @@
 
 namespace walhook::wal::pgoutput {
 
-/// 'B' Begin: final_lsn is the LSN of the commit record, commit_time in µs since 2000-01-01 UTC.
+/// 'B' Begin: final_lsn is the LSN of the commit record (equal to the Commit's commit_lsn),
+/// commit_time in µs since 2000-01-01 UTC (the origin's timestamp for a transaction replayed under a
+/// replication origin). PostgreSQL 15 sends Begin lazily, with the first published change, so
+/// transactions that touch no published table produce no messages at all.
 struct begin {
   lsn final_lsn;
   std::int64_t commit_time_us = 0;
@@ -65,7 +68,9 @@ struct relation {
   bool operator==(const relation&) const = default;
 };
 
-/// 'Y' Type: a non-built-in data type used by a relation's column (enum, domain, …).
+/// 'Y' Type: a non-built-in data type used by a relation's column (enum, domain, …), sent before
+/// the Relation that uses it. For a domain, PostgreSQL 15 sends the domain's OID with the schema and
+/// name of its *base* type (e.g. "" and "int4" for a domain over integer; proto.c, logicalrep_write_typ).
 struct type {
   std::uint32_t oid = 0;
   std::string schema;

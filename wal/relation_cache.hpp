@@ -5,6 +5,9 @@
 
 #include "wal/pgoutput.hpp"
 
+#include <boost/system/error_code.hpp>
+
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -20,6 +23,11 @@ class relation_cache {
   const pgoutput::relation* find(std::uint32_t oid) const;
   /// Column index of `name` in relation `rel`, or std::nullopt.
   static std::optional<std::size_t> column_index(const pgoutput::relation& rel, std::string_view name);
+  /// Follows one decoded message of the stream: a Relation is applied; an Insert, Update, Delete
+  /// or Truncate is checked against the cache. Other messages pass. Errors: errc::unknown_relation
+  /// (no Relation seen for an OID), errc::column_mismatch (a tuple's column count differs from
+  /// its Relation's). On error the cache is unchanged.
+  boost::system::error_code observe(const pgoutput::message& m);
   void clear() { relations_.clear(); }
   std::size_t size() const { return relations_.size(); }
 

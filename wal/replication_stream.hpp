@@ -1,0 +1,109 @@
+#pragma once
+// The replication connection: a libpq connection in `replication=database` mode that streams a
+// logical slot with pgoutput and keeps the slot acknowledged (PostgreSQL 15 docs, 55.4
+// "Streaming Replication Protocol").
+//
+//   async_start(): connect, IDENTIFY_SYSTEM, check wal_level, create the slot (pgoutput) if it
+//                  does not exist, START_REPLICATION SLOT … LOGICAL <confirmed_flush_lsn>
+//                  (proto_version '1', publication_names '…').
+//   async_next():  the next decoded pgoutput message or keepalive. Sends standby status updates
+//                  on its own: at once when a keepalive requests a reply, whenever the confirmed
+//                  position moved (at most once per min_status_interval), and at least every
+//                  status_interval even if nothing happens (a server with wal_sender_timeout = 0
+//                  never asks).
+//   async_hold():  waits without reading (back-pressure) while still sending status updates.
+//   confirm():     the flush LSN to report; never goes backwards, never 0.
+//
+// Thread affinity: one executor; one operation at a time.
+
+#include "wal/lsn.hpp"
+#include "wal/pgoutput.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace walhook::wal {
+
+struct stream_options {
+  std::string conninfo;  ///< libpq URL or key=value; replication=database is added
+  std::string slot = "walhook";
+  std::vector<std::string> publications{"walhook", "walhook_endpoints"};
+  bool create_slot = true;
+  std::chrono::milliseconds status_interval{10000};     ///< status update at least this often
+  std::chrono::milliseconds min_status_interval{200};   ///< …and at most this often when confirm() moves
+  std::chrono::milliseconds server_silence_timeout{60000};  ///< nothing from the server this long → lost
+  std::chrono::milliseconds connect_timeout{10000};
+  std::string application_name = "walhook";
+};
+
+/// IDENTIFY_SYSTEM's answer and where streaming started.
+struct system_info {
+  std::string system_id;
+  int timeline = 0;
+  lsn server_flush;   ///< xlogpos at IDENTIFY_SYSTEM
+  lsn start;          ///< the slot's confirmed_flush_lsn we started from
+  bool slot_created = false;
+};
+
+/// One pgoutput message with the WAL position of the XLogData that carried it.
+struct change {
+  lsn wal_start;
+  pgoutput::message message;
+};
+
+/// A primary keepalive: the server's WAL end. Safe to acknowledge when nothing is outstanding.
+struct keepalive {
+  lsn wal_end;
+};
+
+using stream_event = std::variant<change, keepalive>;
+
+class replication_stream {
+ public:
+  replication_stream(boost::asio::any_io_executor ex, stream_options options);
+  ~replication_stream();
+
+  /// Errors: pg::errc (connection), errc::not_logical, errc::slot_in_use (SQLSTATE 55006: another
+  /// walsender streams the slot), errc::server_error (last_error() says why).
+  boost::asio::awaitable<boost::system::error_code> async_start();
+  const system_info& info() const;
+
+  /// The next message. Errors: pg::errc::connection_lost / copy_done / timeout (server silent
+  /// past server_silence_timeout), or a decoding error (wal::errc) — the stream must then be
+  /// restarted; nothing past the failing message has been acknowledged.
+  boost::asio::awaitable<boost::system::result<stream_event>> async_next();
+
+  /// Back-pressure: returns after `max_wait` or wake(), sending status updates meanwhile.
+  boost::asio::awaitable<boost::system::error_code> async_hold(std::chrono::milliseconds max_wait);
+  void wake();
+
+  /// Sets the flush LSN reported to the server (the slot's confirmed_flush_lsn).
+  void confirm(lsn flush);
+  lsn confirmed() const;
+  /// Highest WAL position received.
+  lsn received() const;
+
+  /// Sends a status update now.
+  boost::asio::awaitable<boost::system::error_code> async_send_status(bool reply_requested = false);
+  /// Makes a pending async_next()/async_hold() return pg::errc::cancelled (shutdown).
+  void interrupt();
+  /// Final status update, then close.
+  boost::asio::awaitable<void> async_stop();
+  void close();
+
+  const std::string& last_error() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace walhook::wal
