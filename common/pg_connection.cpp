@@ -152,13 +152,23 @@ asio::awaitable<error_code> connection::wait(want w, clock::time_point deadline)
   co_return error_code{};
 }
 
-asio::awaitable<error_code> connection::async_connect(std::string conninfo, duration timeout) {
+asio::awaitable<error_code> connection::async_connect(std::string conninfo, duration timeout,
+                                                      connect_params extra) {
   close();
   waiter_->cancelled = false;
   last_error_.clear();
   last_sqlstate_.clear();
   auto deadline = clock::now() + timeout;
-  conn_ = PQconnectStart(conninfo.c_str());
+  // "dbname" with expand_dbname = 1 expands a URL or key=value string; later keywords override.
+  std::vector<const char*> keywords{"dbname"};
+  std::vector<const char*> values{conninfo.c_str()};
+  for (const auto& [k, v] : extra) {
+    keywords.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  conn_ = PQconnectStartParams(keywords.data(), values.data(), 1);
   if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) {
     record_connection_error("connection failed");
     co_return errc::connect_failed;

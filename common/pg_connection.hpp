@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <libpq-fe.h>
@@ -98,9 +99,14 @@ class connection {
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  /// Opens the connection (PQconnectStart/PQconnectPoll). `conninfo` is a libpq URL or key=value
-  /// string. Errors: errc::connect_failed (last_error() has libpq's message), errc::timeout.
-  boost::asio::awaitable<error_code> async_connect(std::string conninfo, duration timeout);
+  /// Extra connection parameters (libpq keywords) that override those of the conninfo string.
+  using connect_params = std::vector<std::pair<std::string, std::string>>;
+
+  /// Opens the connection (PQconnectStartParams/PQconnectPoll). `conninfo` is a libpq URL or
+  /// key=value string; `extra` adds or overrides keywords (e.g. replication=database).
+  /// Errors: errc::connect_failed (last_error() has libpq's message), errc::timeout.
+  boost::asio::awaitable<error_code> async_connect(std::string conninfo, duration timeout,
+                                                   connect_params extra = {});
 
   /// Runs one statement with the extended protocol (text parameters, text results).
   /// A server error is errc::query_failed with last_error()/last_sqlstate() set.

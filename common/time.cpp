@@ -98,3 +98,11 @@ system_clock::time_point from_pg_epoch_micros(std::int64_t us) {
 }
 
 }  // namespace walhook
+
+namespace walhook {
+std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text) {
+  auto t = parse_pg_timestamptz(text);
+  if (!t) return std::nullopt;
+  return format_iso8601(std::chrono::time_point_cast<system_clock::duration>(*t));
+}
+}  // namespace walhook

@@ -52,3 +52,8 @@ std::int64_t to_pg_epoch_micros(system_clock::time_point t);
 system_clock::time_point from_pg_epoch_micros(std::int64_t us);
 
 }  // namespace walhook
+
+namespace walhook {
+/// PostgreSQL's ISO timestamptz text → ISO 8601 UTC ("…T…Z"); std::nullopt if unparseable.
+std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text);
+}  // namespace walhook

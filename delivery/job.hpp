@@ -1,0 +1,41 @@
+#pragma once
+// The value types the delivery side works on: an outbox event and one delivery of it to one
+// endpoint (a job), whether it came fresh from the replication stream or was claimed back from
+// walhook.deliveries for a retry.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace walhook::delivery {
+
+/// One outbox event, immutable once built and shared by all its deliveries (fan-out).
+struct event {
+  std::string id;         ///< outbox.id (uuid text): webhook-id, stable across retries
+  std::string tenant_id;
+  std::string type;       ///< outbox.event_type
+  std::string created_at; ///< outbox.created_at, ISO 8601 UTC ("2026-11-30T03:23:51.123456Z")
+  std::optional<std::string> aggregate_id;
+  std::optional<std::string> merge_key;
+  std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte
+  std::uint64_t commit_lsn = 0;  ///< end LSN of the committing transaction (ordering), 0 if unknown
+  std::string body;       ///< the request body, built once: {"id","type","timestamp","data"}
+};
+
+/// Builds the webhook body {"id":…,"type":…,"timestamp":…,"data":<payload>} (DESIGN §6).
+/// `payload` must be valid JSON text; it is embedded unchanged.
+std::string make_body(const event& ev);
+
+/// One delivery of one event to one endpoint.
+struct job {
+  std::shared_ptr<const event> ev;
+  std::int64_t endpoint_id = 0;
+  std::optional<std::int64_t> row_id;  ///< walhook.deliveries.id once persisted; nullopt = memory only
+  int attempts = 0;                    ///< attempts already made (persisted count)
+  std::uint64_t ticket = 0;            ///< LSN tracker ticket this job still holds; 0 = none
+  std::chrono::steady_clock::time_point enqueued_at{};
+};
+
+}  // namespace walhook::delivery

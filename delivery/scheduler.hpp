@@ -1,0 +1,105 @@
+#pragma once
+// The fair scheduler: one in-memory FIFO queue per endpoint, a concurrency cap per endpoint
+// (endpoints.max_concurrency) and a process-wide in-flight cap, and endpoints with ready work
+// served round-robin — so the first delivery of every endpoint goes before the second of any,
+// and one slow endpoint can only ever occupy its own slots (DESIGN §4 invariant 4).
+//
+// Pure: no clock, no I/O. Callers pass time in and act on what it returns (start an attempt,
+// spill a job to PostgreSQL). Single-threaded.
+
+#include "delivery/job.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace walhook::delivery {
+
+struct scheduler_limits {
+  std::size_t max_in_flight = 64;               ///< attempts in flight, whole process
+  std::size_t max_queued_per_endpoint = 1000;   ///< jobs waiting in memory per endpoint
+  std::size_t max_queued_total = 10000;         ///< jobs waiting in memory, whole process
+};
+
+class scheduler {
+ public:
+  explicit scheduler(scheduler_limits limits = {}) : limits_(limits) {}
+
+  /// Creates or updates an endpoint's slot settings. `aggregate_ordering`: at most one attempt
+  /// in flight per aggregate_id (endpoints.ordering = 'aggregate').
+  void configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering);
+
+  enum class push_status {
+    queued,    ///< waiting in memory
+    merged,    ///< replaced a queued job with the same merge key; `replaced` holds it
+    full,      ///< over a memory cap: not queued, the caller spills it
+  };
+  struct push_result {
+    push_status status;
+    std::optional<job> replaced;  ///< the superseded job (merged) or the rejected job (full)
+  };
+
+  /// Queues a job for its endpoint (configure() must have been called). A job with a merge key
+  /// replaces a queued — not in-flight — job with the same (endpoint, merge key), keeping its
+  /// place in the queue.
+  push_result push(job j);
+
+  /// The next job that may start now, round-robin over endpoints, or nullopt. The job counts
+  /// as in flight until finished().
+  std::optional<job> next();
+
+  /// Ends an attempt started by next(), freeing its slots.
+  void finished(const job& j);
+
+  /// Removes and returns queued jobs that still hold an LSN ticket and were queued before
+  /// `cutoff` (they are spilled so the slot can move on).
+  std::vector<job> take_waiting_since(std::chrono::steady_clock::time_point cutoff);
+
+  /// Removes and returns every queued job of an endpoint (paused, disabled or removed).
+  std::vector<job> drain(std::int64_t endpoint_id);
+  /// Removes and returns every queued job (shutdown).
+  std::vector<job> drain_all();
+
+  /// How many more jobs the endpoint could start at once: max_concurrency − in flight − queued,
+  /// at least 0. Used to size claims of persisted work.
+  std::size_t free_slots(std::int64_t endpoint_id) const;
+  std::size_t free_global_slots() const;
+
+  std::size_t queued(std::int64_t endpoint_id) const;
+  std::size_t in_flight(std::int64_t endpoint_id) const;
+  std::size_t queued_total() const { return queued_total_; }
+  std::size_t in_flight_total() const { return in_flight_total_; }
+  bool over_memory_cap() const { return queued_total_ >= limits_.max_queued_total; }
+  const scheduler_limits& limits() const { return limits_; }
+
+ private:
+  struct endpoint_queue {
+    int max_concurrency = 4;
+    bool aggregate_ordering = false;
+    std::list<job> jobs;
+    std::unordered_map<std::string, std::list<job>::iterator> by_merge_key;
+    std::unordered_multiset<std::string> aggregates_in_flight;
+    std::size_t in_flight = 0;
+    bool in_ring = false;
+  };
+
+  bool can_start(const endpoint_queue& q) const;
+  std::list<job>::iterator startable(endpoint_queue& q);
+  void make_ready(std::int64_t id, endpoint_queue& q);
+  void erase(endpoint_queue& q, std::list<job>::iterator it);
+
+  scheduler_limits limits_;
+  std::unordered_map<std::int64_t, endpoint_queue> endpoints_;
+  std::deque<std::int64_t> ring_;  ///< endpoints that may have startable work, round-robin order
+  std::size_t queued_total_ = 0;
+  std::size_t in_flight_total_ = 0;
+};
+
+}  // namespace walhook::delivery

@@ -1,0 +1,59 @@
+#include "relay/lsn_tracker.hpp"
+
+#include <algorithm>
+
+namespace walhook::relay {
+
+lsn_tracker::ticket lsn_tracker::begin() {
+  if (txns_.empty()) first_ = next_;
+  txns_.push_back({});
+  return next_++;
+}
+
+lsn_tracker::txn* lsn_tracker::find(ticket t) {
+  if (t < first_ || t >= first_ + txns_.size()) return nullptr;
+  return &txns_[t - first_];
+}
+
+void lsn_tracker::hold(ticket t) {
+  if (txn* x = find(t)) {
+    ++x->outstanding;
+    ++held_;
+  }
+}
+
+void lsn_tracker::release(ticket t) {
+  txn* x = find(t);
+  if (!x || x->outstanding == 0) return;
+  --x->outstanding;
+  --held_;
+  advance();
+}
+
+void lsn_tracker::commit(ticket t, wal::lsn end_lsn) {
+  txn* x = find(t);
+  if (!x) return;
+  x->committed = true;
+  x->end_lsn = end_lsn;
+  advance();
+}
+
+void lsn_tracker::keepalive(wal::lsn wal_end) {
+  if (txns_.empty() && wal_end > confirmed_) confirmed_ = wal_end;
+}
+
+void lsn_tracker::reset() {
+  txns_.clear();
+  held_ = 0;
+  first_ = next_;
+}
+
+void lsn_tracker::advance() {
+  while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
+    confirmed_ = std::max(confirmed_, txns_.front().end_lsn);
+    txns_.pop_front();
+    ++first_;
+  }
+}
+
+}  // namespace walhook::relay

@@ -1,0 +1,61 @@
+#pragma once
+// Decides the flush LSN walhook may acknowledge (DESIGN §4 invariant 2, §10).
+//
+// Every transaction read from the slot gets a ticket at Begin; each of its deliveries holds the
+// ticket until it is delivered or persisted in walhook.deliveries (release()). At Commit the
+// transaction learns its end LSN. The confirmable position is the end LSN of the newest
+// transaction such that it and every earlier one are committed with nothing held — never a
+// row's LSN, never past work in flight, never 0. With nothing open at all, the WAL end of a
+// keepalive is confirmable too, so a quiet outbox on a busy database does not retain WAL.
+//
+// Pure and single-threaded.
+
+#include "wal/lsn.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace walhook::relay {
+
+class lsn_tracker {
+ public:
+  using ticket = std::uint64_t;  ///< 0 is "no ticket"
+
+  /// A transaction began (pgoutput Begin). Returns its ticket.
+  ticket begin();
+  /// One more delivery of the transaction is outstanding.
+  void hold(ticket t);
+  /// One delivery of the transaction is done (delivered, persisted, or merged away).
+  void release(ticket t);
+  /// The transaction's Commit arrived: its end LSN is what completing it confirms.
+  void commit(ticket t, wal::lsn end_lsn);
+  /// A keepalive reported the server's WAL end.
+  void keepalive(wal::lsn wal_end);
+  /// Forgets open transactions (the stream restarts; they will be sent again). Confirmed stays.
+  void reset();
+
+  /// The flush LSN that may be acknowledged now (0 until something is confirmable).
+  wal::lsn confirmable() const { return confirmed_; }
+  /// Transactions not yet confirmable (open, or waiting for deliveries).
+  std::size_t open_transactions() const { return txns_.size(); }
+  /// Deliveries held across all open transactions.
+  std::uint64_t held() const { return held_; }
+
+ private:
+  struct txn {
+    wal::lsn end_lsn;
+    std::uint64_t outstanding = 0;
+    bool committed = false;
+  };
+  txn* find(ticket t);
+  void advance();
+
+  std::deque<txn> txns_;
+  ticket first_ = 1;  ///< ticket of txns_.front()
+  ticket next_ = 1;
+  std::uint64_t held_ = 0;
+  wal::lsn confirmed_;
+};
+
+}  // namespace walhook::relay

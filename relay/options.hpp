@@ -1,0 +1,46 @@
+#pragma once
+// Settings of `walhook run` (every number of DESIGN §7 is here with its default).
+
+#include "delivery/breaker.hpp"
+#include "delivery/http_client.hpp"
+#include "delivery/policy.hpp"
+#include "delivery/scheduler.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace walhook::relay {
+
+enum class record_mode {
+  failed,  ///< only deliveries that did not succeed at once are written to walhook.deliveries
+  all,     ///< successful first attempts are recorded too (batched)
+};
+
+struct run_options {
+  std::string database_url;
+  std::string slot = "walhook";
+  std::vector<std::string> publications{"walhook", "walhook_endpoints"};
+  record_mode record = record_mode::failed;
+
+  delivery::scheduler_limits limits;                   ///< 64 in flight, 1000/endpoint, 10000 total in memory
+  std::chrono::milliseconds max_wait_in_memory{1000};  ///< older queued deliveries are spilled
+  std::size_t max_payload_bytes = 1024 * 1024;         ///< bigger request bodies → dead delivery
+  std::size_t max_store_backlog = 20000;               ///< queued writes before reading the slot pauses
+  std::size_t max_batch = 5000;                        ///< writes per state-store transaction
+
+  delivery::http_client_options http;                  ///< 5 s deadline, SSRF guard on
+  delivery::retry_policy retry;
+  delivery::breaker_policy breaker;
+
+  std::chrono::milliseconds shutdown_grace{10000};     ///< SIGTERM: in-flight attempts get this long
+  std::chrono::seconds stale_sending_after{60};        ///< 'sending' rows older than this → pending
+  std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
+  std::chrono::milliseconds reconnect_max{5000};       ///< cap of the reconnect backoff
+
+  std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
+  std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid
+};
+
+}  // namespace walhook::relay

@@ -1,0 +1,180 @@
+#include "relay/rows.hpp"
+
+#include "common/time.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace walhook::relay {
+namespace pgo = wal::pgoutput;
+
+row_view::state row_view::get(std::string_view column, std::string_view& out) const {
+  for (std::size_t i = 0; i < rel_.columns.size(); ++i) {
+    if (rel_.columns[i].name != column) continue;
+    if (i >= tuple_.size()) return state::absent;
+    const auto& v = tuple_[i];
+    switch (v.kind) {
+      case pgo::value_kind::null: return state::null;
+      case pgo::value_kind::unchanged_toast: return state::unchanged;
+      case pgo::value_kind::text:
+      case pgo::value_kind::binary:
+        out = v.data;
+        return state::value;
+    }
+  }
+  return state::absent;
+}
+
+std::optional<std::string> row_view::text(std::string_view column) const {
+  std::string_view v;
+  if (get(column, v) != state::value) return std::nullopt;
+  return std::string(v);
+}
+
+boost::system::result<delivery::event> event_from_row(const row_view& row, std::uint64_t commit_lsn, std::string& why) {
+  delivery::event ev;
+  auto id = row.text("id");
+  auto tenant = row.text("tenant_id");
+  auto type = row.text("event_type");
+  auto payload = row.text("payload");
+  auto created = row.text("created_at");
+  if (!id || id->empty()) why = "outbox row without id";
+  else if (!tenant) why = "outbox row without tenant_id";
+  else if (!type) why = "outbox row without event_type";
+  else if (!payload) why = "outbox row without payload";
+  if (!why.empty()) return std::make_error_code(std::errc::invalid_argument);
+  ev.id = std::move(*id);
+  ev.tenant_id = std::move(*tenant);
+  ev.type = std::move(*type);
+  ev.payload = std::move(*payload);
+  if (created) {
+    auto iso = pg_timestamptz_to_iso8601(*created);
+    if (!iso) {
+      why = "outbox row with unparseable created_at: " + *created;
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    ev.created_at = std::move(*iso);
+  } else {
+    ev.created_at = format_iso8601(system_now());
+  }
+  ev.aggregate_id = row.text("aggregate_id");
+  ev.merge_key = row.text("merge_key");
+  ev.commit_lsn = commit_lsn;
+  ev.body = delivery::make_body(ev);
+  return ev;
+}
+
+std::string_view to_string(endpoint_status s) {
+  switch (s) {
+    case endpoint_status::active: return "active";
+    case endpoint_status::paused: return "paused";
+    case endpoint_status::disabled: return "disabled";
+  }
+  return "active";
+}
+
+bool endpoint::subscribed(std::string_view event_type) const {
+  if (!event_types) return true;
+  return std::find(event_types->begin(), event_types->end(), event_type) != event_types->end();
+}
+
+void resolve_endpoint(endpoint& e) {
+  e.config_error.clear();
+  e.target.reset();
+  e.keys.clear();
+  auto target = delivery::parse_url(e.url);
+  if (!target) {
+    e.config_error = "invalid endpoint URL: " + e.url;
+  } else {
+    e.target = std::move(*target);
+  }
+  auto keys = delivery::parse_secrets(e.secret);
+  if (!keys) {
+    if (e.config_error.empty()) e.config_error = "invalid endpoint secret (expected whsec_<base64>)";
+  } else {
+    e.keys = std::move(*keys);
+  }
+}
+
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous) {
+  endpoint e;
+  if (previous) e = *previous;
+  std::string_view v;
+  auto take = [&](std::string_view col, auto&& assign) {
+    switch (row.get(col, v)) {
+      case row_view::state::value: assign(std::optional<std::string_view>(v)); break;
+      case row_view::state::null: assign(std::optional<std::string_view>()); break;
+      case row_view::state::unchanged:
+      case row_view::state::absent: break;  // keep the cached value
+    }
+  };
+  bool has_id = false;
+  take("id", [&](std::optional<std::string_view> s) {
+    if (!s) return;
+    std::int64_t id = 0;
+    auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), id);
+    if (ec == std::errc{} && p == s->data() + s->size()) {
+      e.id = id;
+      has_id = true;
+    }
+  });
+  if (!has_id) return std::make_error_code(std::errc::invalid_argument);
+  take("tenant_id", [&](auto s) { e.tenant_id = s ? std::string(*s) : ""; });
+  take("url", [&](auto s) { e.url = s ? std::string(*s) : ""; });
+  take("secret", [&](auto s) { e.secret = s ? std::string(*s) : ""; });
+  take("event_types", [&](auto s) {
+    if (!s) {
+      e.event_types.reset();
+    } else {
+      e.event_types = parse_text_array(*s);
+      if (!e.event_types) e.event_types = std::vector<std::string>{};  // unparseable: subscribe to nothing
+    }
+  });
+  take("max_concurrency", [&](auto s) {
+    int n = 4;
+    if (s) std::from_chars(s->data(), s->data() + s->size(), n);
+    e.max_concurrency = std::max(1, n);
+  });
+  take("status", [&](auto s) {
+    if (s && *s == "paused") e.status = endpoint_status::paused;
+    else if (s && *s == "disabled") e.status = endpoint_status::disabled;
+    else e.status = endpoint_status::active;
+  });
+  take("ordering", [&](auto s) { e.aggregate_ordering = s && *s == "aggregate"; });
+  resolve_endpoint(e);
+  return e;
+}
+
+std::optional<std::vector<std::string>> parse_text_array(std::string_view s) {
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}') return std::nullopt;
+  std::vector<std::string> out;
+  std::size_t i = 1, end = s.size() - 1;
+  if (i == end) return out;
+  while (i <= end) {
+    std::string item;
+    bool quoted = false;
+    if (i < end && s[i] == '"') {
+      quoted = true;
+      ++i;
+      while (i < end && s[i] != '"') {
+        if (s[i] == '\\' && i + 1 < end) ++i;
+        item += s[i++];
+      }
+      if (i >= end) return std::nullopt;  // unterminated quote
+      ++i;                                // closing quote
+    } else {
+      while (i < end && s[i] != ',') {
+        if (s[i] == '{' || s[i] == '"') return std::nullopt;  // nested arrays are not text[] of one dimension
+        item += s[i++];
+      }
+    }
+    if (quoted || item != "NULL") out.push_back(std::move(item));
+    if (i == end) break;
+    if (s[i] != ',') return std::nullopt;
+    ++i;
+    if (i == end) return std::nullopt;  // trailing comma
+  }
+  return out;
+}
+
+}  // namespace walhook::relay

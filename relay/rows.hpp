@@ -1,0 +1,72 @@
+#pragma once
+// Interpreting pgoutput rows of walhook's tables by column name, against the Relation message
+// they were sent with (never the live catalog).
+
+#include "delivery/http_client.hpp"
+#include "delivery/job.hpp"
+#include "delivery/signing.hpp"
+#include "wal/pgoutput.hpp"
+
+#include <boost/system/result.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walhook::relay {
+
+/// A row of a Relation, looked up by column name.
+class row_view {
+ public:
+  row_view(const wal::pgoutput::relation& rel, const wal::pgoutput::tuple& tuple) : rel_(rel), tuple_(tuple) {}
+
+  enum class state { absent, null, unchanged, value };
+  /// The column's state; `out` is set for state::value (text format).
+  state get(std::string_view column, std::string_view& out) const;
+  /// The text value, or std::nullopt if absent, NULL or unchanged.
+  std::optional<std::string> text(std::string_view column) const;
+
+ private:
+  const wal::pgoutput::relation& rel_;
+  const wal::pgoutput::tuple& tuple_;
+};
+
+/// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
+/// carry no detail; `why` says what is wrong (missing id, tenant, type, payload, bad timestamp).
+boost::system::result<delivery::event> event_from_row(const row_view& row, std::uint64_t commit_lsn, std::string& why);
+
+enum class endpoint_status { active, paused, disabled };
+std::string_view to_string(endpoint_status s);
+
+/// An endpoint as walhook follows it. A bad URL or secret does not drop the endpoint: its
+/// deliveries end dead with `config_error` as the reason.
+struct endpoint {
+  std::int64_t id = 0;
+  std::string tenant_id;
+  std::string url;
+  std::string secret;  ///< kept to rebuild keys when only other columns change
+  std::optional<delivery::http_target> target;
+  std::vector<delivery::signing_key> keys;
+  std::optional<std::vector<std::string>> event_types;  ///< nullopt: all types
+  int max_concurrency = 4;
+  endpoint_status status = endpoint_status::active;
+  bool aggregate_ordering = false;
+  std::string config_error;  ///< non-empty: URL or secret unusable
+
+  bool subscribed(std::string_view event_type) const;
+};
+
+/// Builds an endpoint from an Insert/Update of walhook.endpoints. Unchanged-TOAST columns are
+/// taken from `previous` (the cached row). Errors: the row has no id.
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous);
+
+/// Fills target/keys/config_error from url and secret.
+void resolve_endpoint(endpoint& e);
+
+/// Parses a one-dimensional PostgreSQL text[] literal ({a,"b c",NULL}); NULL elements are
+/// skipped. std::nullopt if malformed.
+std::optional<std::vector<std::string>> parse_text_array(std::string_view literal);
+
+}  // namespace walhook::relay

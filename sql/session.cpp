@@ -1,0 +1,19 @@
+#include "sql/session.hpp"
+
+#include <fmt/format.h>
+
+namespace walhook::sql {
+
+boost::asio::awaitable<pg::error_code> open_session(pg::connection& conn, const std::string& conninfo,
+                                                    std::string_view application_name,
+                                                    std::chrono::milliseconds timeout) {
+  if (auto ec = co_await conn.async_connect(conninfo, timeout)) co_return ec;
+  auto set = co_await conn.async_simple(
+      fmt::format("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET application_name = {}",
+                  pg::quote_literal(application_name)),
+      timeout);
+  if (!set) co_return set.error();
+  co_return pg::error_code{};
+}
+
+}  // namespace walhook::sql
