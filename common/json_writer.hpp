@@ -48,6 +48,7 @@ class json_writer {
   json_writer& field(std::string_view k, const std::string& v) { return key(k).string(v); }
   json_writer& field(std::string_view k, std::int64_t v) { return key(k).number(v); }
   json_writer& field(std::string_view k, int v) { return key(k).number(static_cast<std::int64_t>(v)); }
+  json_writer& field(std::string_view k, long long v) { return key(k).number(static_cast<std::int64_t>(v)); }
   json_writer& field(std::string_view k, bool v) { return key(k).boolean(v); }
   json_writer& field(std::string_view k, const std::optional<std::string>& v) { return key(k).optional_string(v); }
   json_writer& field(std::string_view k, const std::optional<std::int64_t>& v) {

@@ -1,5 +1,7 @@
 #include "common/pg_connection.hpp"
 
+#include "common/log.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -41,6 +43,11 @@ std::string one_line(std::string_view text) {
   for (char& c : out)
     if (c == '\n') c = ' ';
   return out;
+}
+
+// Server NOTICEs ("schema already exists, skipping") go to the debug log, not to stderr.
+void notice_to_log(void*, const char* message) {
+  log::debug("postgres.notice", {{"message", one_line(message ? message : "")}});
 }
 
 }  // namespace
@@ -169,6 +176,7 @@ asio::awaitable<error_code> connection::async_connect(std::string conninfo, dura
   keywords.push_back(nullptr);
   values.push_back(nullptr);
   conn_ = PQconnectStartParams(keywords.data(), values.data(), 1);
+  if (conn_) PQsetNoticeProcessor(conn_, &notice_to_log, nullptr);
   if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) {
     record_connection_error("connection failed");
     co_return errc::connect_failed;

@@ -19,8 +19,8 @@ using sys_time = std::chrono::system_clock::time_point;
 struct retry_policy {
   int max_attempts = 20;                             ///< give up after this many attempts → dead
   std::chrono::seconds max_age{72 * 3600};           ///< give up once the event is this old → dead
-  std::chrono::seconds backoff_base{30};             ///< delay after the 1st failure (before jitter)
-  std::chrono::seconds backoff_max{6 * 3600};        ///< cap of the exponential delay
+  std::chrono::milliseconds backoff_base{30'000};      ///< delay after the 1st failure (before jitter)
+  std::chrono::milliseconds backoff_max{6 * 3600'000}; ///< cap of the exponential delay
   std::chrono::seconds retry_after_max{6 * 3600};    ///< Retry-After honoured up to this
 };
 

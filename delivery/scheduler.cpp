@@ -39,13 +39,15 @@ void scheduler::make_ready(std::int64_t id, endpoint_queue& q) {
   }
 }
 
-void scheduler::erase(endpoint_queue& q, std::list<job>::iterator it) {
-  if (it->ev->merge_key) {
+job scheduler::take(endpoint_queue& q, std::list<job>::iterator it) {
+  if (it->ev && it->ev->merge_key) {
     auto m = q.by_merge_key.find(*it->ev->merge_key);
     if (m != q.by_merge_key.end() && m->second == it) q.by_merge_key.erase(m);
   }
+  job j = std::move(*it);
   q.jobs.erase(it);
   --queued_total_;
+  return j;
 }
 
 scheduler::push_result scheduler::push(job j) {
@@ -81,8 +83,7 @@ std::optional<job> scheduler::next() {
     if (!can_start(q)) continue;
     auto it = startable(q);
     if (it == q.jobs.end()) continue;  // every queued aggregate is busy; finished() re-adds it
-    job j = std::move(*it);
-    erase(q, it);
+    job j = take(q, it);
     ++q.in_flight;
     ++in_flight_total_;
     if (q.aggregate_ordering && j.ev->aggregate_id) q.aggregates_in_flight.insert(*j.ev->aggregate_id);
@@ -110,9 +111,8 @@ std::vector<job> scheduler::take_waiting_since(std::chrono::steady_clock::time_p
   for (auto& [id, q] : endpoints_) {
     for (auto it = q.jobs.begin(); it != q.jobs.end();) {
       if (it->ticket != 0 && it->enqueued_at < cutoff) {
-        out.push_back(std::move(*it));
         auto victim = it++;
-        erase(q, victim);
+        out.push_back(take(q, victim));
       } else {
         ++it;
       }
@@ -126,10 +126,7 @@ std::vector<job> scheduler::drain(std::int64_t endpoint_id) {
   auto found = endpoints_.find(endpoint_id);
   if (found == endpoints_.end()) return out;
   auto& q = found->second;
-  while (!q.jobs.empty()) {
-    out.push_back(std::move(q.jobs.front()));
-    erase(q, q.jobs.begin());
-  }
+  while (!q.jobs.empty()) out.push_back(take(q, q.jobs.begin()));
   return out;
 }
 

@@ -47,8 +47,8 @@ class scheduler {
   };
 
   /// Queues a job for its endpoint (configure() must have been called). A job with a merge key
-  /// replaces a queued — not in-flight — job with the same (endpoint, merge key), keeping its
-  /// place in the queue.
+  /// replaces a queued — not in-flight, not persisted — job with the same (endpoint, merge key),
+  /// keeping its place in the queue.
   push_result push(job j);
 
   /// The next job that may start now, round-robin over endpoints, or nullopt. The job counts
@@ -93,7 +93,7 @@ class scheduler {
   bool can_start(const endpoint_queue& q) const;
   std::list<job>::iterator startable(endpoint_queue& q);
   void make_ready(std::int64_t id, endpoint_queue& q);
-  void erase(endpoint_queue& q, std::list<job>::iterator it);
+  job take(endpoint_queue& q, std::list<job>::iterator it);
 
   scheduler_limits limits_;
   std::unordered_map<std::int64_t, endpoint_queue> endpoints_;

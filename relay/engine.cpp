@@ -179,7 +179,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     if (was_active && !active) {
       spill_all(sched.drain(id), std::nullopt, "endpoint " + std::string(to_string(endpoints[id].status)));
     }
-    if (active && !was_active) request_claim();  // resumed or enabled: pending rows may go out
+    if (active && !was_active) {
+      // Resumed or enabled by an operator: forget the breaker's streak and look for pending rows.
+      health.erase(id);
+      backlog.insert(id);
+      request_claim();
+    }
   }
 
   void remove_endpoint(std::int64_t id) {
@@ -698,6 +703,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       return {};
     }
     const auto& ch = std::get<wal::change>(ev);
+    // Rows are checked against their Relation message (unknown OID, column count) first.
+    if (auto ec = relations.observe(ch.message)) return ec;
     return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
   }
 
@@ -713,7 +720,6 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     return {};
   }
   error_code on_message(const pgo::relation& r) {
-    relations.apply(r);
     if (r.schema == "walhook" && r.name == "outbox") outbox_oid = r.oid;
     if (r.schema == "walhook" && r.name == "endpoints") endpoints_oid = r.oid;
     return {};
@@ -755,7 +761,21 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   }
   error_code on_message(const pgo::origin&) { return {}; }
   error_code on_message(const pgo::type&) { return {}; }
-  error_code on_message(const pgo::logical_message&) { return {}; }
+  /// Operator signals travel through the WAL, in order with the data: `walhook replay` and
+  /// `walhook endpoint …` emit pg_logical_emit_message(true, 'walhook', 'wake:<endpoint id>')
+  /// so the running relay looks for pending deliveries of that endpoint — no polling.
+  error_code on_message(const pgo::logical_message& m) {
+    if (m.prefix != "walhook") return {};
+    if (m.content.starts_with("wake:")) {
+      try {
+        backlog.insert(std::stoll(m.content.substr(5)));
+      } catch (const std::exception&) {
+        return {};
+      }
+      request_claim();
+    }
+    return {};
+  }
 
   void apply_endpoint_row(const pgo::relation& rel, const pgo::tuple& t) {
     row_view row(rel, t);

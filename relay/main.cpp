@@ -1,1 +1,211 @@
-int main() { return 0; }
+// walhook: delivers PostgreSQL outbox events to customers' webhooks through a logical
+// replication slot. This file only parses the command line (CLI11); the commands live in
+// relay/commands.hpp.
+
+#include "common/log.hpp"
+#include "relay/blocking_db.hpp"
+#include "relay/commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace {
+
+using namespace walhook::relay;
+
+void add_database_url(CLI::App* cmd, std::string& url) {
+  cmd->add_option("--database-url", url, "PostgreSQL URL, e.g. postgresql://walhook@db:5432/app")
+      ->envname("WALHOOK_DATABASE_URL")
+      ->required();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"walhook: PostgreSQL outbox → logical replication → signed webhooks (Standard Webhooks)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "walhook 0.1.0");
+  std::string log_level;
+  app.add_option("--log-level", log_level, "debug, info, warn or error (default info; env WALHOOK_LOG_LEVEL)")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+
+  // migrate
+  migrate_args migrate;
+  auto* c_migrate = app.add_subcommand("migrate", "Apply the schema migrations and create the replication slot");
+  add_database_url(c_migrate, migrate.database_url);
+  c_migrate->add_option("--slot", migrate.slot, "Replication slot name")->capture_default_str();
+  bool no_slot = false;
+  c_migrate->add_flag("--no-slot", no_slot, "Do not create the replication slot (walhook run creates it)");
+
+  // run
+  run_options run;
+  auto* c_run = app.add_subcommand("run", "Stream the outbox from the slot and deliver webhooks until SIGTERM");
+  add_database_url(c_run, run.database_url);
+  c_run->add_option("--slot", run.slot, "Replication slot name")->capture_default_str();
+  std::string record = "failed";
+  c_run->add_option("--record", record, "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
+      ->check(CLI::IsMember({"failed", "all"}))
+      ->capture_default_str();
+  c_run->add_option("--max-in-flight", run.limits.max_in_flight, "Attempts in flight, whole process")->capture_default_str();
+  c_run->add_option("--max-queue-per-endpoint", run.limits.max_queued_per_endpoint, "Deliveries waiting in memory per endpoint")
+      ->capture_default_str();
+  c_run->add_option("--max-queue-total", run.limits.max_queued_total, "Deliveries waiting in memory in all")->capture_default_str();
+  long long max_wait_ms = run.max_wait_in_memory.count();
+  c_run->add_option("--max-wait-ms", max_wait_ms, "A delivery waiting longer in memory is persisted as pending")
+      ->capture_default_str();
+  long long deadline_ms = run.http.total_deadline.count();
+  c_run->add_option("--deadline-ms", deadline_ms, "Total deadline of one attempt (resolve, connect, TLS, write, response headers)")
+      ->capture_default_str();
+  c_run->add_option("--max-payload-bytes", run.max_payload_bytes, "Larger request bodies end as dead deliveries")
+      ->capture_default_str();
+  c_run->add_flag("--allow-private-networks", run.http.allow_private_networks,
+                  "Allow endpoints on loopback, private and link-local addresses (SSRF guard off)");
+  c_run->add_option("--max-attempts", run.retry.max_attempts, "Attempts before a delivery is dead")->capture_default_str();
+  long long backoff_base_ms = run.retry.backoff_base.count();
+  c_run->add_option("--backoff-base-ms", backoff_base_ms, "Backoff after the first failure, doubling each time (half of it jitter)")
+      ->capture_default_str();
+  long long backoff_max_ms = run.retry.backoff_max.count();
+  c_run->add_option("--backoff-max-ms", backoff_max_ms, "Longest backoff")->capture_default_str();
+  long long max_age_s = run.retry.max_age.count();
+  c_run->add_option("--max-age-s", max_age_s, "A delivery of an older event is dead")->capture_default_str();
+  c_run->add_option("--breaker-threshold", run.breaker.failure_threshold, "Consecutive failures that pause an endpoint")
+      ->capture_default_str();
+  long long pause_s = run.breaker.pause_step.count();
+  c_run->add_option("--breaker-pause-s", pause_s, "First pause, and the extension per failed probe round")->capture_default_str();
+  long long max_pause_s = run.breaker.max_pause.count();
+  c_run->add_option("--breaker-max-pause-s", max_pause_s, "Longest pause")->capture_default_str();
+  long long disable_after_s = run.breaker.disable_after.count();
+  c_run->add_option("--disable-after-s", disable_after_s, "Failing continuously this long disables an endpoint")
+      ->capture_default_str();
+  long long grace_ms = run.shutdown_grace.count();
+  c_run->add_option("--shutdown-grace-ms", grace_ms, "SIGTERM: time in-flight attempts get to finish")->capture_default_str();
+  long long status_ms = run.status_interval.count();
+  c_run->add_option("--status-interval-ms", status_ms, "Standby status update at least this often")->capture_default_str();
+  c_run->add_option("--instance-name", run.instance_name, "Name shown to standbys and in pg_stat_activity (default host:pid)");
+
+  // endpoint
+  auto* c_endpoint = app.add_subcommand("endpoint", "Manage customer endpoints");
+  c_endpoint->require_subcommand(1);
+  endpoint_add_args add;
+  auto* c_add = c_endpoint->add_subcommand("add", "Add an endpoint; prints its id and signing secret");
+  add_database_url(c_add, add.database_url);
+  c_add->add_option("--tenant", add.tenant, "Tenant whose events go to this endpoint")->required();
+  c_add->add_option("--url", add.url, "http:// or https:// URL that receives the POSTs")->required();
+  c_add->add_option("--secret", add.secret, "whsec_… signing secret (default: generated)");
+  c_add->add_option("--max-concurrency", add.max_concurrency, "Attempts in flight to this endpoint at most")
+      ->capture_default_str();
+  c_add->add_option("--event-types", add.event_types, "Only these event types (comma-separated; default all)")->delimiter(',');
+  c_add->add_option("--ordering", add.ordering, "none, or aggregate: one delivery in flight per aggregate_id")
+      ->check(CLI::IsMember({"none", "aggregate"}))
+      ->capture_default_str();
+  c_add->add_option("--description", add.description, "Free text for operators");
+  std::string list_url, list_tenant;
+  auto* c_list = c_endpoint->add_subcommand("list", "List endpoints");
+  add_database_url(c_list, list_url);
+  c_list->add_option("--tenant", list_tenant, "Only this tenant");
+  std::string set_url;
+  long long set_id = 0;
+  std::string set_action;
+  for (const char* action : {"enable", "disable", "pause", "resume", "remove"}) {
+    auto* c = c_endpoint->add_subcommand(action, std::string(action) + " an endpoint");
+    add_database_url(c, set_url);
+    c->add_option("id", set_id, "Endpoint id")->required();
+    c->callback([&set_action, action] { set_action = action; });
+  }
+
+  // send
+  send_args send;
+  auto* c_send = app.add_subcommand("send", "Publish one event into walhook.outbox (walhook.publish)");
+  add_database_url(c_send, send.database_url);
+  c_send->add_option("--tenant", send.tenant, "Tenant")->required();
+  c_send->add_option("--type", send.type, "Event type, e.g. order.created")->required();
+  c_send->add_option("--data", send.data, "JSON payload")->required();
+  c_send->add_option("--merge-key", send.merge_key, "Coalesce with a pending delivery of the same key (state updates)");
+  c_send->add_option("--aggregate-id", send.aggregate_id, "Entity id, for per-aggregate ordering");
+
+  // status
+  std::string status_url;
+  bool status_json = false;
+  auto* c_status = app.add_subcommand("status", "Per-endpoint pending, in flight, oldest pending age, failures");
+  add_database_url(c_status, status_url);
+  c_status->add_flag("--json", status_json, "One JSON object per endpoint");
+
+  // replay
+  replay_args replay;
+  auto* c_replay = app.add_subcommand("replay", "Send dead (or a disabled endpoint's pending) deliveries again");
+  add_database_url(c_replay, replay.database_url);
+  long long replay_delivery = 0, replay_endpoint = 0;
+  auto* o_delivery = c_replay->add_option("--delivery", replay_delivery, "One delivery id");
+  auto* o_endpoint = c_replay->add_option("--endpoint", replay_endpoint, "All of one endpoint");
+  o_delivery->excludes(o_endpoint);
+  c_replay->add_option("--since", replay.since, "Events created at or after (timestamptz)");
+  c_replay->add_option("--until", replay.until, "Events created before (timestamptz)");
+
+  // events
+  events_args events;
+  auto* c_events = app.add_subcommand("events", "List a tenant's events (reconciliation, last 30 days by default)");
+  add_database_url(c_events, events.database_url);
+  c_events->add_option("--tenant", events.tenant, "Tenant")->required();
+  c_events->add_option("--since", events.since, "From (timestamptz)");
+  c_events->add_option("--until", events.until, "Until (timestamptz)");
+  c_events->add_option("--limit", events.limit, "At most this many")->capture_default_str();
+
+  // demo
+  demo_args demo;
+  auto* c_demo = app.add_subcommand("demo", "Throwaway PostgreSQL + demo receiver + sample events, end to end");
+  c_demo->add_option("--events", demo.events, "Sample events to commit")->capture_default_str()->check(CLI::Range(1, 100000));
+  c_demo->add_flag("--hold", demo.hold, "Keep running after the samples until Ctrl-C");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!log_level.empty()) {
+    walhook::log::level l;
+    walhook::log::parse_level(log_level, l);
+    walhook::log::set_level(l);
+  }
+
+  try {
+    if (c_migrate->parsed()) {
+      migrate.create_slot = !no_slot;
+      return cmd_migrate(migrate);
+    }
+    if (c_run->parsed()) {
+      using namespace std::chrono;
+      run.record = record == "all" ? record_mode::all : record_mode::failed;
+      run.max_wait_in_memory = milliseconds{max_wait_ms};
+      run.http.total_deadline = milliseconds{deadline_ms};
+      run.retry.backoff_base = milliseconds{backoff_base_ms};
+      run.retry.backoff_max = milliseconds{backoff_max_ms};
+      run.retry.max_age = seconds{max_age_s};
+      run.breaker.pause_step = seconds{pause_s};
+      run.breaker.max_pause = seconds{max_pause_s};
+      run.breaker.disable_after = seconds{disable_after_s};
+      run.shutdown_grace = milliseconds{grace_ms};
+      run.status_interval = milliseconds{status_ms};
+      return cmd_run(std::move(run));
+    }
+    if (c_add->parsed()) return cmd_endpoint_add(add);
+    if (c_list->parsed()) return cmd_endpoint_list(list_url, list_tenant);
+    if (!set_action.empty()) return cmd_endpoint_set(set_url, set_action, set_id);
+    if (c_send->parsed()) return cmd_send(send);
+    if (c_status->parsed()) return cmd_status(status_url, status_json);
+    if (c_replay->parsed()) {
+      if (o_delivery->count()) replay.delivery_id = replay_delivery;
+      if (o_endpoint->count()) replay.endpoint_id = replay_endpoint;
+      return cmd_replay(replay);
+    }
+    if (c_events->parsed()) return cmd_events(events);
+    if (c_demo->parsed()) return cmd_demo(demo);
+  } catch (const cli_error& e) {
+    std::cerr << "walhook: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "walhook: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

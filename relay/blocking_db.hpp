@@ -1,0 +1,37 @@
+#pragma once
+// Blocking libpq access for the one-shot CLI commands (migrate, endpoint, send, status, …) that
+// run outside any event loop. Errors throw cli_error with a one-line, human-readable message.
+
+#include "common/pg_connection.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace walhook::relay {
+
+/// A failure to report to the user as "walhook: <message>" with exit code 1.
+class cli_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class blocking_db {
+ public:
+  /// Connects (10 s timeout). Throws cli_error("cannot connect to PostgreSQL: …").
+  explicit blocking_db(const std::string& url, const std::string& application_name = "walhook-cli");
+  ~blocking_db();
+  blocking_db(const blocking_db&) = delete;
+  blocking_db& operator=(const blocking_db&) = delete;
+
+  /// Runs one statement with text parameters. Throws cli_error with the server's message.
+  pg::query_result exec(const std::string& sql, const pg::params& params = {});
+  PGconn* native() const { return conn_; }
+
+ private:
+  PGconn* conn_ = nullptr;
+};
+
+/// libpq's message on one line, without the trailing newline.
+std::string one_line(std::string text);
+
+}  // namespace walhook::relay

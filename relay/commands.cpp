@@ -1,0 +1,383 @@
+#include "relay/commands.hpp"
+
+#include "common/log.hpp"
+#include "common/json_writer.hpp"
+#include "common/time.hpp"
+#include "delivery/http_client.hpp"
+#include "delivery/signing.hpp"
+#include "relay/blocking_db.hpp"
+#include "relay/engine.hpp"
+#include "sql/migrations.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <iostream>
+
+namespace walhook::relay {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string pg_array_literal(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+void require_schema(blocking_db& db) {
+  auto r = db.exec("SELECT to_regclass('walhook.outbox') IS NOT NULL");
+  if (r.value(0, 0) != "t") throw cli_error("the walhook schema is missing: run `walhook migrate` first");
+}
+
+/// Tells a running relay, through the WAL, to look for pending deliveries of an endpoint.
+void wake_relay(blocking_db& db, long long endpoint_id) {
+  pg::params p{fmt::format("wake:{}", endpoint_id)};
+  db.exec("SELECT pg_logical_emit_message(true, 'walhook', $1)", p);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------ migrate
+
+int cmd_migrate(const migrate_args& a) {
+  // The migrations run on the async connection, driven to completion here.
+  asio::io_context ioc;
+  pg::connection conn(ioc.get_executor());
+  auto fut = asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<boost::system::result<sql::migrate_report>> {
+        if (auto ec = co_await conn.async_connect(a.database_url, 10s)) co_return ec;
+        co_return co_await sql::migrate(conn);
+      },
+      asio::use_future);
+  ioc.run();
+  auto report = fut.get();
+  if (!report) {
+    if (report.error() == pg::errc::connect_failed || report.error() == pg::errc::timeout)
+      throw cli_error("cannot connect to PostgreSQL: " + conn.last_error());
+    throw cli_error("migration failed: " + conn.last_error());
+  }
+  for (const auto& name : report->applied) std::cout << "applied " << name << "\n";
+  std::cout << "schema version " << report->current_version << (report->applied.empty() ? " (up to date)" : "")
+            << "\n";
+  if (!a.create_slot) return 0;
+
+  blocking_db db(a.database_url);
+  pg::params slot{a.slot};
+  auto exists = db.exec("SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", slot);
+  if (exists.rows() > 0) {
+    if (exists.value(0, 0) != "pgoutput")
+      throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", a.slot, exists.value(0, 0)));
+    std::cout << "replication slot " << a.slot << " exists\n";
+    return 0;
+  }
+  auto level = db.exec("SELECT current_setting('wal_level')");
+  if (level.value(0, 0) != "logical")
+    throw cli_error(fmt::format("wal_level is '{}': walhook needs wal_level = logical to create its replication slot "
+                                "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
+                                level.value(0, 0)));
+  try {
+    db.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot);
+  } catch (const cli_error& e) {
+    throw cli_error(std::string("could not create the replication slot: ") + e.what());
+  }
+  std::cout << "created replication slot " << a.slot << " (pgoutput): events published from now on are kept for walhook\n";
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ endpoints
+
+int cmd_endpoint_add(const endpoint_add_args& a) {
+  if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
+  if (!delivery::parse_url(a.url)) throw cli_error("--url must be an absolute http:// or https:// URL: " + a.url);
+  if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
+  if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
+  std::string secret = a.secret.empty() ? delivery::generate_secret() : a.secret;
+  if (!delivery::parse_secrets(secret))
+    throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
+  blocking_db db(a.database_url);
+  require_schema(db);
+  pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
+               a.event_types.empty() ? std::nullopt : std::optional<std::string>(pg_array_literal(a.event_types)),
+               a.ordering, a.description.empty() ? std::nullopt : std::optional<std::string>(a.description)};
+  auto r = db.exec(
+      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description) "
+      "VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7) RETURNING id",
+      p);
+  std::cout << "id: " << r.value(0, 0) << "\nsecret: " << secret << "\n";
+  return 0;
+}
+
+int cmd_endpoint_list(const std::string& database_url, const std::string& tenant) {
+  blocking_db db(database_url);
+  require_schema(db);
+  pg::params p{tenant.empty() ? std::nullopt : std::optional<std::string>(tenant)};
+  auto r = db.exec(
+      "SELECT id, tenant_id, status, max_concurrency, ordering, coalesce(array_to_string(event_types, ','), '*'), url "
+      "FROM walhook.endpoints WHERE $1::text IS NULL OR tenant_id = $1 ORDER BY id",
+      p);
+  std::cout << fmt::format("{:>6}  {:<16} {:<9} {:>4}  {:<9} {:<24} {}\n", "id", "tenant", "status", "conc",
+                           "ordering", "event types", "url");
+  for (int i = 0; i < r.rows(); ++i)
+    std::cout << fmt::format("{:>6}  {:<16} {:<9} {:>4}  {:<9} {:<24} {}\n", r.value(i, 0), r.value(i, 1),
+                             r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5), r.value(i, 6));
+  return 0;
+}
+
+int cmd_endpoint_set(const std::string& database_url, const std::string& action, long long id) {
+  blocking_db db(database_url);
+  require_schema(db);
+  pg::params p{std::to_string(id)};
+  db.exec("BEGIN");
+  long changed = 0;
+  if (action == "remove") {
+    changed = db.exec("DELETE FROM walhook.endpoints WHERE id = $1", p).affected();
+    db.exec("DELETE FROM walhook.endpoint_health WHERE endpoint_id = $1", p);
+  } else {
+    std::string status = action == "disable" ? "disabled" : action == "pause" ? "paused" : "active";
+    pg::params sp{std::to_string(id), status};
+    changed = db.exec("UPDATE walhook.endpoints SET status = $2, updated_at = now() WHERE id = $1", sp).affected();
+    if (action == "enable" || action == "resume") {
+      // An operator's go-ahead also closes the circuit breaker and clears the disable reason.
+      db.exec(
+          "UPDATE walhook.endpoint_health SET consecutive_failures = 0, first_failure_at = NULL, paused_until = NULL, "
+          "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = now() WHERE endpoint_id = $1",
+          p);
+      wake_relay(db, id);
+    }
+  }
+  db.exec("COMMIT");
+  if (changed == 0) throw cli_error(fmt::format("no endpoint with id {}", id));
+  std::cout << fmt::format("endpoint {}: {}\n", id, action == "remove" ? "removed" : action + "d");
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ send
+
+int cmd_send(const send_args& a) {
+  if (a.tenant.empty() || a.type.empty()) throw cli_error("--tenant and --type must not be empty");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(a.data).get(doc))
+    throw cli_error(std::string("--data is not valid JSON: ") + simdjson::error_message(err));
+  blocking_db db(a.database_url);
+  require_schema(db);
+  pg::params p{a.tenant, a.type, a.data, a.merge_key.empty() ? std::nullopt : std::optional<std::string>(a.merge_key),
+               a.aggregate_id.empty() ? std::nullopt : std::optional<std::string>(a.aggregate_id)};
+  auto r = db.exec("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)", p);
+  std::cout << r.value(0, 0) << "\n";
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ status
+
+int cmd_status(const std::string& database_url, bool json) {
+  blocking_db db(database_url);
+  require_schema(db);
+  auto r = db.exec(R"sql(
+SELECT e.id, e.tenant_id, e.status,
+       count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
+       count(d.id) FILTER (WHERE d.status = 'sending') AS in_flight,
+       coalesce(extract(epoch FROM now() - min(d.event_created_at) FILTER (WHERE d.status IN ('pending', 'sending')))::bigint, 0) AS oldest_s,
+       count(d.id) FILTER (WHERE d.status = 'dead') AS dead,
+       coalesce(h.consecutive_failures, 0),
+       coalesce(to_char(h.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ''),
+       coalesce(h.last_error, ''), coalesce(h.disabled_reason, ''), e.url
+  FROM walhook.endpoints e
+  LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.status IN ('pending', 'sending', 'dead')
+  LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
+ GROUP BY e.id, h.endpoint_id
+ ORDER BY oldest_s DESC, pending DESC, e.id)sql");
+  if (json) {
+    for (int i = 0; i < r.rows(); ++i) {
+      json_writer j;
+      j.begin_object()
+          .field("endpoint_id", std::stoll(std::string(r.value(i, 0))))
+          .field("tenant_id", std::string(r.value(i, 1)))
+          .field("status", std::string(r.value(i, 2)))
+          .field("pending", std::stoll(std::string(r.value(i, 3))))
+          .field("in_flight", std::stoll(std::string(r.value(i, 4))))
+          .field("oldest_pending_age_s", std::stoll(std::string(r.value(i, 5))))
+          .field("dead", std::stoll(std::string(r.value(i, 6))))
+          .field("consecutive_failures", std::stoll(std::string(r.value(i, 7))))
+          .field("paused_until", std::string(r.value(i, 8)))
+          .field("last_error", std::string(r.value(i, 9)))
+          .field("disabled_reason", std::string(r.value(i, 10)))
+          .field("url", std::string(r.value(i, 11)))
+          .end_object();
+      std::cout << j.str() << "\n";
+    }
+    return 0;
+  }
+  std::cout << fmt::format("{:>6}  {:<14} {:<9} {:>8} {:>9} {:>10} {:>6} {:>9}  {:<20} {}\n", "id", "tenant", "status",
+                           "pending", "in_flight", "oldest_age", "dead", "failures", "paused_until", "last_error");
+  for (int i = 0; i < r.rows(); ++i) {
+    long long age = std::stoll(std::string(r.value(i, 5)));
+    std::string age_text = age == 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
+    std::string err(r.value(i, 10).empty() ? r.value(i, 9) : r.value(i, 10));
+    std::cout << fmt::format("{:>6}  {:<14} {:<9} {:>8} {:>9} {:>10} {:>6} {:>9}  {:<20} {}\n", r.value(i, 0),
+                             r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), age_text, r.value(i, 6),
+                             r.value(i, 7), r.value(i, 8).empty() ? "-" : r.value(i, 8), err.empty() ? "-" : err);
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ replay
+
+int cmd_replay(const replay_args& a) {
+  if (!a.delivery_id && !a.endpoint_id) throw cli_error("give --delivery ID or --endpoint ID");
+  blocking_db db(a.database_url);
+  require_schema(db);
+  pg::params p{a.delivery_id ? std::optional<std::string>(std::to_string(*a.delivery_id)) : std::nullopt,
+               a.endpoint_id ? std::optional<std::string>(std::to_string(*a.endpoint_id)) : std::nullopt,
+               a.since.empty() ? std::nullopt : std::optional<std::string>(a.since),
+               a.until.empty() ? std::nullopt : std::optional<std::string>(a.until)};
+  db.exec("BEGIN");
+  // Dead deliveries, and pending ones of a disabled endpoint, start over with fresh counters. Of
+  // several with one merge key only the newest comes back, and none where a pending delivery
+  // already holds the key (it carries a newer state of the entity).
+  auto r = db.exec(R"sql(
+WITH candidates AS (
+  SELECT d.id, d.endpoint_id, d.merge_key, d.commit_lsn, d.status
+    FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id
+   WHERE ($1::bigint IS NULL OR d.id = $1::bigint)
+     AND ($2::bigint IS NULL OR d.endpoint_id = $2::bigint)
+     AND ($3::timestamptz IS NULL OR d.event_created_at >= $3::timestamptz)
+     AND ($4::timestamptz IS NULL OR d.event_created_at < $4::timestamptz)
+     AND (d.status = 'dead' OR (d.status = 'pending' AND e.status = 'disabled'))
+   FOR UPDATE OF d
+), blocked AS (
+  SELECT c.id FROM candidates c
+   WHERE c.status = 'dead' AND c.merge_key IS NOT NULL
+     AND (EXISTS (SELECT 1 FROM walhook.deliveries p WHERE p.endpoint_id = c.endpoint_id
+                    AND p.merge_key = c.merge_key AND p.status = 'pending')
+          OR c.id <> (SELECT c2.id FROM candidates c2 WHERE c2.endpoint_id = c.endpoint_id AND c2.merge_key = c.merge_key
+                       ORDER BY c2.commit_lsn DESC NULLS LAST, c2.id DESC LIMIT 1))
+)
+UPDATE walhook.deliveries d
+   SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
+       updated_at = now()
+  FROM candidates c
+ WHERE d.id = c.id AND c.id NOT IN (SELECT id FROM blocked)
+RETURNING d.endpoint_id)sql",
+                   p);
+  std::vector<long long> endpoints;
+  for (int i = 0; i < r.rows(); ++i) {
+    long long id = std::stoll(std::string(r.value(i, 0)));
+    if (std::find(endpoints.begin(), endpoints.end(), id) == endpoints.end()) endpoints.push_back(id);
+  }
+  for (long long id : endpoints) wake_relay(db, id);
+  db.exec("COMMIT");
+  std::cout << "replayed " << r.rows() << " deliveries\n";
+  for (long long id : endpoints) {
+    pg::params ep{std::to_string(id)};
+    auto st = db.exec("SELECT status FROM walhook.endpoints WHERE id = $1", ep);
+    if (st.rows() && st.value(0, 0) != "active")
+      std::cout << fmt::format("note: endpoint {} is {}; they go out after `walhook endpoint {} {}`\n", id,
+                               st.value(0, 0), st.value(0, 0) == "disabled" ? "enable" : "resume", id);
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ events
+
+int cmd_events(const events_args& a) {
+  if (a.tenant.empty()) throw cli_error("--tenant is required");
+  blocking_db db(a.database_url);
+  require_schema(db);
+  pg::params p{a.tenant, a.since.empty() ? std::nullopt : std::optional<std::string>(a.since),
+               a.until.empty() ? std::nullopt : std::optional<std::string>(a.until), std::to_string(a.limit)};
+  auto r = db.exec(
+      "SELECT id, event_type, created_at, payload::text FROM walhook.outbox "
+      "WHERE tenant_id = $1 AND created_at >= coalesce($2::timestamptz, now() - interval '30 days') "
+      "AND created_at < coalesce($3::timestamptz, 'infinity') ORDER BY created_at, seq LIMIT $4::int",
+      p);
+  for (int i = 0; i < r.rows(); ++i) {
+    delivery::event ev;
+    ev.id = r.value(i, 0);
+    ev.type = r.value(i, 1);
+    ev.created_at = pg_timestamptz_to_iso8601(r.value(i, 2)).value_or(std::string(r.value(i, 2)));
+    ev.payload = r.value(i, 3);
+    std::cout << delivery::make_body(ev) << "\n";
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------ run
+
+namespace {
+
+void preflight(const run_options& o) {
+  blocking_db db(o.database_url);
+  auto level = db.exec("SELECT current_setting('wal_level')");
+  if (level.value(0, 0) != "logical")
+    throw cli_error(fmt::format("wal_level is '{}': walhook needs wal_level = logical "
+                                "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
+                                level.value(0, 0)));
+  require_schema(db);
+  auto role = db.exec("SELECT current_user, rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user");
+  if (role.rows() == 0 || role.value(0, 1) != "t")
+    throw cli_error(fmt::format("role \"{}\" may not stream a replication slot: it needs the REPLICATION attribute "
+                                "(ALTER ROLE \"{}\" REPLICATION)",
+                                role.rows() ? role.value(0, 0) : "?", role.rows() ? role.value(0, 0) : "?"));
+  auto privs = db.exec(
+      "SELECT has_table_privilege('walhook.deliveries', 'SELECT, INSERT, UPDATE, DELETE') "
+      "AND has_table_privilege('walhook.endpoint_health', 'SELECT, INSERT, UPDATE') "
+      "AND has_table_privilege('walhook.endpoints', 'SELECT, UPDATE') "
+      "AND has_table_privilege('walhook.outbox', 'SELECT')");
+  if (privs.value(0, 0) != "t")
+    throw cli_error("missing privileges on the walhook tables (see sql/roles.sql for the walhook_relay role)");
+  for (const auto& pub : o.publications) {
+    pg::params p{pub};
+    if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)
+      throw cli_error(fmt::format("publication \"{}\" does not exist: run `walhook migrate`", pub));
+  }
+}
+
+}  // namespace
+
+int cmd_run(run_options options) {
+  preflight(options);
+  asio::io_context ioc(1);
+  engine e(ioc.get_executor(), std::move(options));
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    log::info("signal.received", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+    e.request_stop();
+  });
+  int code = 1;
+  asio::co_spawn(ioc, e.run(), [&](std::exception_ptr ex, int rc) {
+    code = rc;
+    signals.cancel();
+    ioc.stop();
+    if (ex) {
+      try {
+        std::rethrow_exception(ex);
+      } catch (const std::exception& err) {
+        log::error("run.failed", {{"error", err.what()}});
+        code = 1;
+      }
+    }
+  });
+  ioc.run();
+  return code;
+}
+
+}  // namespace walhook::relay

@@ -1,0 +1,81 @@
+#pragma once
+// The walhook subcommands (the CLI in main.cpp only parses flags and calls these).
+// Each returns the process exit code; user-facing failures throw cli_error.
+
+#include "relay/options.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace walhook::relay {
+
+struct migrate_args {
+  std::string database_url;
+  std::string slot = "walhook";
+  bool create_slot = true;
+};
+/// Applies the schema migrations and creates the logical replication slot (pgoutput) if it is
+/// missing, so events published from now on are never missed even before `walhook run`.
+int cmd_migrate(const migrate_args& a);
+
+struct endpoint_add_args {
+  std::string database_url;
+  std::string tenant;
+  std::string url;
+  std::string secret;  ///< empty: generate one
+  int max_concurrency = 4;
+  std::vector<std::string> event_types;  ///< empty: all types
+  std::string ordering = "none";
+  std::string description;
+};
+/// Prints "id: N" and "secret: whsec_…".
+int cmd_endpoint_add(const endpoint_add_args& a);
+int cmd_endpoint_list(const std::string& database_url, const std::string& tenant);
+/// action: enable | disable | pause | resume | remove.
+int cmd_endpoint_set(const std::string& database_url, const std::string& action, long long id);
+
+struct send_args {
+  std::string database_url;
+  std::string tenant;
+  std::string type;
+  std::string data;  ///< JSON
+  std::string merge_key;
+  std::string aggregate_id;
+};
+/// Publishes one event with walhook.publish(); prints its id.
+int cmd_send(const send_args& a);
+
+/// One row per endpoint ordered by oldest pending age.
+int cmd_status(const std::string& database_url, bool json);
+
+struct replay_args {
+  std::string database_url;
+  std::optional<long long> delivery_id;
+  std::optional<long long> endpoint_id;
+  std::string since;  ///< timestamptz text, optional
+  std::string until;
+};
+int cmd_replay(const replay_args& a);
+
+struct events_args {
+  std::string database_url;
+  std::string tenant;
+  std::string since;
+  std::string until;
+  int limit = 1000;
+};
+/// Reconciliation: a tenant's events in a time range (JSON lines).
+int cmd_events(const events_args& a);
+
+/// `walhook run`: preflight checks, then the engine until SIGTERM/SIGINT.
+int cmd_run(run_options options);
+
+struct demo_args {
+  int events = 12;
+  bool hold = false;  ///< keep running after the sample events until Ctrl-C
+};
+/// The embedded default: throwaway PostgreSQL, demo receiver, sample events.
+int cmd_demo(const demo_args& a);
+
+}  // namespace walhook::relay

@@ -1,0 +1,75 @@
+#pragma once
+// A throwaway PostgreSQL cluster in a temporary directory (walhook demo, tests, bench):
+// initdb, then the postmaster as a child process, wal_level = logical, listening on 127.0.0.1 on
+// a free port. When the caller is root, the server runs as the `postgres` user (initdb refuses
+// root). The postmaster gets SIGQUIT if this process dies (PR_SET_PDEATHSIG), so a crashed demo
+// or test never leaves a server behind; the destructor stops it and removes the directory.
+//
+// Blocking (fork/exec and waits): call it before the event loop runs, or from test code.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace walhook::relay {
+
+struct embedded_postgres_options {
+  /// Extra `-c name=value` settings, after walhook's defaults (wal_level=logical, fsync=off, …).
+  std::vector<std::string> settings;
+  /// Keep the directory after stop (for debugging).
+  bool keep = false;
+};
+
+class embedded_postgres {
+ public:
+  /// initdb + start. Throws std::runtime_error with the tool's output on failure (fatal setup).
+  explicit embedded_postgres(embedded_postgres_options options = {});
+  ~embedded_postgres();
+  embedded_postgres(const embedded_postgres&) = delete;
+  embedded_postgres& operator=(const embedded_postgres&) = delete;
+
+  /// "postgresql://postgres@127.0.0.1:<port>/postgres"
+  std::string url(const std::string& database = "postgres") const;
+  int port() const { return port_; }
+  const std::string& directory() const { return dir_; }
+  /// Server log file (for test failure messages).
+  std::string log_path() const { return dir_ + "/server.log"; }
+
+  /// Stops the server like `pg_ctl stop -m <mode>`: "smart" (SIGTERM), "fast" (SIGINT) or
+  /// "immediate" (SIGQUIT: no checkpoint, crash recovery at the next start). Waits for it.
+  bool stop(const std::string& mode = "fast");
+  /// Starts the server again on the same port and directory; waits until it accepts connections.
+  bool start();
+  /// stop(mode) then start(), like `pg_ctl restart -m <mode>`.
+  bool restart(const std::string& mode = "fast");
+  /// The postmaster's pid (0 when stopped).
+  pid_t pid() const { return pid_; }
+  bool running() const { return running_; }
+
+  /// Runs SQL through psql (blocking, for setup and assertions). Returns stdout; throws on error.
+  std::string psql(const std::string& sql, const std::string& database = "postgres") const;
+
+ private:
+  std::string bin(const std::string& tool) const;
+  std::vector<std::string> server_arguments() const;
+
+  embedded_postgres_options options_;
+  std::string bindir_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = 0;
+  bool running_ = false;
+};
+
+/// Runs argv (argv[0] searched in PATH), optionally as `user` (when root), with stdout+stderr
+/// captured. Returns the exit status (-1 if it could not run) and fills `output`.
+int run_process(const std::vector<std::string>& argv, const std::string& user, std::string& output,
+                const std::string& cwd = {});
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_tcp_port();
+
+}  // namespace walhook::relay
