@@ -1,0 +1,201 @@
+#include "tests/harness/harness.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace walhook::test {
+
+relay::embedded_postgres& cluster() {
+  static std::unique_ptr<relay::embedded_postgres> pg;
+  static std::once_flag once;
+  std::call_once(once, [] { pg = std::make_unique<relay::embedded_postgres>(); });
+  return *pg;
+}
+
+std::string walhook_binary() { return WALHOOK_BINARY; }
+
+int run_walhook(const std::vector<std::string>& args, std::string& output) {
+  std::vector<std::string> argv{walhook_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return relay::run_process(argv, "", output);
+}
+
+std::string fresh_database(const std::string& name) {
+  auto& pg = cluster();
+  pg.psql("CREATE DATABASE " + name);
+  std::string url = pg.url(name);
+  std::string out;
+  if (run_walhook({"migrate", "--database-url", url, "--slot", name}, out) != 0)
+    throw std::runtime_error("walhook migrate failed: " + out);
+  return url;
+}
+
+walhook_process::walhook_process(std::vector<std::string> args, std::string name) : args_(std::move(args)) {
+  char tmpl[] = "/tmp/walhook-it-log-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd >= 0) ::close(fd);
+  log_path_ = tmpl;
+  (void)name;
+}
+
+walhook_process::~walhook_process() {
+  if (pid_) kill9();
+  ::unlink(log_path_.c_str());
+}
+
+void walhook_process::start() {
+  std::vector<std::string> argv{walhook_binary()};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+    if (::getppid() != parent) _exit(0);
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    _exit(127);
+  }
+  pid_ = pid;
+}
+
+void walhook_process::reaped(int status) {
+  pid_ = 0;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+}
+
+bool walhook_process::running() {
+  if (!pid_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped(status);
+    return false;
+  }
+  return true;
+}
+
+void walhook_process::signal(int sig) {
+  if (pid_) ::kill(pid_, sig);
+}
+
+int walhook_process::wait(std::chrono::milliseconds timeout) {
+  if (!pid_) return -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped(status);
+      return exit_code_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    ::usleep(10 * 1000);
+  }
+}
+
+void walhook_process::kill9() {
+  if (!pid_) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  reaped(status);
+}
+
+std::string walhook_process::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t walhook_process::count_in_log(const std::string& needle) const {
+  std::istringstream in(log());
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line))
+    if (line.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+long walhook_process::peak_rss_kib() const {
+  if (!pid_) return 0;
+  std::ifstream status(fmt::format("/proc/{}/status", pid_));
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return 0;
+}
+
+receiver_thread::receiver_thread() : receiver_(std::make_unique<relay::receiver>(ioc_.get_executor())) {
+  thread_ = std::thread([this] {
+    auto guard = boost::asio::make_work_guard(ioc_);
+    ioc_.run();
+  });
+}
+
+receiver_thread::~receiver_thread() {
+  receiver_->stop();
+  ioc_.stop();
+  thread_.join();
+  receiver_.reset();
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout, std::chrono::milliseconds every) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    ::usleep(static_cast<useconds_t>(every.count() * 1000));
+  }
+}
+
+std::string query_value(relay::blocking_db& db, const std::string& sql, const pg::params& params) {
+  auto r = db.exec(sql, params);
+  if (r.rows() == 0 || r.columns() == 0) return "";
+  return std::string(r.value(0, 0));
+}
+
+long long add_endpoint(relay::blocking_db& db, const std::string& tenant, const std::string& url,
+                       const std::string& secret, const std::vector<std::string>& event_types, int max_concurrency,
+                       const std::string& ordering) {
+  std::optional<std::string> types;
+  if (!event_types.empty()) {
+    std::string t = "{";
+    for (std::size_t i = 0; i < event_types.size(); ++i) t += (i ? "," : "") + event_types[i];
+    types = t + "}";
+  }
+  pg::params p{tenant, url, secret, types, std::to_string(max_concurrency), ordering};
+  return std::stoll(query_value(db,
+                                "INSERT INTO walhook.endpoints (tenant_id, url, secret, event_types, max_concurrency, ordering) "
+                                "VALUES ($1, $2, $3, $4::text[], $5::int, $6) RETURNING id",
+                                p));
+}
+
+std::vector<std::string> run_args(const std::string& url, const std::string& slot, std::vector<std::string> extra) {
+  std::vector<std::string> args{"run", "--database-url", url, "--slot", slot, "--allow-private-networks",
+                                "--backoff-base-ms", "200", "--status-interval-ms", "1000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+}  // namespace walhook::test

@@ -1,0 +1,98 @@
+#pragma once
+// Integration-test harness: a real PostgreSQL 15 per test executable, the walhook binary run as
+// a child process (so faults are real: SIGKILL, SIGTERM), a receiver on its own thread, and SQL
+// helpers. Everything binds to loopback and port 0 and stops by itself.
+
+#include "relay/blocking_db.hpp"
+#include "relay/embedded_postgres.hpp"
+#include "relay/receiver.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace walhook::test {
+
+/// The cluster of this test executable, started (and migrated with `walhook migrate`) on first use.
+relay::embedded_postgres& cluster();
+
+/// A fresh database in the shared cluster, migrated with `walhook migrate --slot <name>` (slot
+/// names are cluster-wide, so each database gets its own); returns its URL.
+std::string fresh_database(const std::string& name);
+
+/// Path of the walhook binary under test.
+std::string walhook_binary();
+
+/// Runs `walhook <args>` to completion; returns the exit code and fills stdout+stderr.
+int run_walhook(const std::vector<std::string>& args, std::string& output);
+
+/// `walhook run` (or any long-running walhook command) as a child process.
+class walhook_process {
+ public:
+  explicit walhook_process(std::vector<std::string> args, std::string name = "walhook");
+  ~walhook_process();  ///< SIGKILL if still running
+
+  void start();
+  pid_t pid() const { return pid_; }
+  bool running();
+  /// Exit code once reaped by running()/wait() (128 + signal if killed), -1 before.
+  int exit_code() const { return exit_code_; }
+  /// Sends a signal (SIGTERM, SIGKILL, …).
+  void signal(int sig);
+  /// Waits for exit; returns the exit code (128 + signal if killed), or -1 on timeout.
+  int wait(std::chrono::milliseconds timeout);
+  /// SIGKILL and reap.
+  void kill9();
+  /// The process's output so far (stderr JSON log lines + stdout).
+  std::string log() const;
+  /// Lines of the log containing `needle`.
+  std::size_t count_in_log(const std::string& needle) const;
+  /// Peak resident set size so far (VmHWM from /proc), in KiB; 0 if not running.
+  long peak_rss_kib() const;
+
+ private:
+  std::vector<std::string> args_;
+  std::string log_path_;
+  pid_t pid_ = 0;
+  int exit_code_ = -1;
+  void reaped(int status);
+};
+
+/// A receiver on its own io_context thread.
+class receiver_thread {
+ public:
+  receiver_thread();
+  ~receiver_thread();
+  relay::receiver& operator*() { return *receiver_; }
+  relay::receiver* operator->() { return receiver_.get(); }
+
+ private:
+  boost::asio::io_context ioc_;
+  std::unique_ptr<relay::receiver> receiver_;
+  std::thread thread_;
+};
+
+/// Polls `pred` until true or the timeout; returns its last value. For conditions owned by
+/// another process (PostgreSQL, walhook) that cannot notify the test.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds every = std::chrono::milliseconds{50});
+
+/// Runs one statement and returns the first column of the first row ("" if none).
+std::string query_value(relay::blocking_db& db, const std::string& sql, const pg::params& params = {});
+
+/// Adds an endpoint with SQL; returns its id.
+long long add_endpoint(relay::blocking_db& db, const std::string& tenant, const std::string& url,
+                       const std::string& secret, const std::vector<std::string>& event_types = {},
+                       int max_concurrency = 4, const std::string& ordering = "none");
+
+/// `walhook run` arguments for tests: slot, loopback allowed, short backoff.
+std::vector<std::string> run_args(const std::string& url, const std::string& slot, std::vector<std::string> extra = {});
+
+}  // namespace walhook::test
