@@ -17,6 +17,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/result.hpp>
 
@@ -56,7 +57,20 @@ struct http_target {
 };
 
 /// Parses an endpoint URL. Error: transport_errc::invalid_url.
+/// Accepted: "http" or "https" (any case), a host (registered name, IPv4, or bracketed IPv6
+/// literal), an optional port 1–65535. Refused: other schemes, missing host, userinfo
+/// ("user:pw@"), IPvFuture, host names with characters outside [A-Za-z0-9._-] after
+/// percent-decoding. Registered names are lower-cased; the fragment is dropped; an empty path
+/// becomes "/"; path and query are kept percent-encoded as given.
 boost::system::result<http_target> parse_url(std::string_view url);
+
+/// The SSRF guard (DESIGN §8): true if walhook must not connect to `address` unless
+/// allow_private_networks is set. IPv4: 0/8, 10/8, 100.64/10 (CGNAT), 127/8, 169.254/16
+/// (link-local, cloud metadata), 172.16/12, 192.0.0/24, 192.168/16, 198.18/15, 224/4
+/// (multicast), 240/4 (reserved, broadcast). IPv6: ::, ::1, IPv4-compatible ::/96, fc00::/7
+/// (unique-local), fe80::/10 (link-local), fec0::/10 (site-local), ff00::/8 (multicast), and
+/// the embedded IPv4 address of ::ffff:0:0/96 (mapped), 64:ff9b::/96 (NAT64) and 2002::/16 (6to4).
+bool is_blocked_address(const boost::asio::ip::address& address);
 
 struct http_request {
   std::string body;  ///< sent as is, Content-Type: application/json
@@ -73,12 +87,17 @@ struct http_response {
 };
 
 struct http_client_options {
+  /// Whole call, ms: resolve, connect, TLS handshake, write, response header (DESIGN §6).
   std::chrono::milliseconds total_deadline{5000};
   std::size_t body_cap = 16 * 1024;      ///< bytes of response body read (and discarded) at most
-  std::size_t max_idle_per_pool = 8;     ///< idle keep-alive connections kept per pool key
-  std::chrono::seconds idle_timeout{30}; ///< idle connections older than this are not reused
+  std::size_t max_idle_per_pool = 8;     ///< idle keep-alive connections kept per pool key; 0 = no reuse
+  std::chrono::seconds idle_timeout{30}; ///< idle connections this old or older are closed, not reused
   bool allow_private_networks = false;   ///< disables the SSRF guard (tests, demo, intranets)
   std::string user_agent = "walhook/0.1";
+  /// Extra trusted CA certificates (PEM, one or more), in addition to OpenSSL's default verify
+  /// paths: private CAs of intranet endpoints, and tests. "" = default paths only. Unparsable
+  /// PEM is fatal setup: the http_client constructor throws boost::system::system_error.
+  std::string extra_ca_pem;
 };
 
 class http_client {
@@ -90,13 +109,23 @@ class http_client {
 
   /// POSTs `request` to `target`. Any status (2xx…5xx) is a value; transport failures are
   /// transport_errc errors. `pool_key` selects the keep-alive pool (walhook: endpoint id).
+  /// The returned awaitable is lazy: the arguments must stay alive until it is first awaited,
+  /// which copies them (`co_await client.async_post(…)` with temporaries is fine). Headers Host, Content-Length,
+  /// Transfer-Encoding, Connection, TE, Upgrade and Expect in `request.headers` are ignored (the
+  /// transport owns framing); User-Agent and Content-Type replace the defaults; a header name
+  /// that is not an RFC 9110 token or a value containing CR, LF or NUL fails the call with
+  /// std::errc::invalid_argument (a caller bug, nothing is sent).
+  /// Must be awaited on the client's executor.
   boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
                                                                           const http_target& target,
                                                                           const http_request& request);
 
-  /// Drops idle connections of one pool (endpoint removed or its URL changed).
+  /// Drops idle connections of one pool (endpoint removed or its URL changed). Safe from any
+  /// thread (dispatched to the client's executor).
   void forget(const std::string& pool_key);
-  /// Closes everything; pending and later calls fail with transport_errc::cancelled.
+  /// Closes everything; pending and later calls fail with transport_errc::cancelled. Safe from
+  /// any thread (dispatched to the client's executor; immediate when called on it). The
+  /// destructor calls it.
   void shutdown();
 
   const http_client_options& options() const;

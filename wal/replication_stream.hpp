@@ -37,8 +37,9 @@ struct stream_options {
   std::string slot = "walhook";
   std::vector<std::string> publications{"walhook", "walhook_endpoints"};
   bool create_slot = true;
+  bool messages = true;  ///< also stream pg_logical_emit_message() records (operator signals)
   std::chrono::milliseconds status_interval{10000};     ///< status update at least this often
-  std::chrono::milliseconds min_status_interval{200};   ///< …and at most this often when confirm() moves
+  std::chrono::milliseconds min_status_interval{50};   ///< …and at most this often when confirm() moves
   std::chrono::milliseconds server_silence_timeout{60000};  ///< nothing from the server this long → lost
   std::chrono::milliseconds connect_timeout{10000};
   std::string application_name = "walhook";

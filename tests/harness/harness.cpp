@@ -199,3 +199,105 @@ std::vector<std::string> run_args(const std::string& url, const std::string& slo
 }
 
 }  // namespace walhook::test
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+namespace walhook::test {
+
+struct publisher::impl {
+  options opt;
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> done{false};
+  std::atomic<long> committed{0};
+  std::atomic<long> failures{0};
+  mutable std::mutex mutex;
+  std::vector<published_event> events;
+
+  void run() {
+    std::unique_ptr<relay::blocking_db> db;
+    auto start = std::chrono::steady_clock::now();
+    long n = 0;
+    const double interval_us = 1e6 / opt.rate_per_second;
+    while (n < opt.total && !stop) {
+      // Open loop: the k-th transaction is due at start + k·interval, whatever happened before.
+      auto due = start + std::chrono::microseconds(static_cast<long long>(interval_us * static_cast<double>(n)));
+      auto now = std::chrono::steady_clock::now();
+      if (due > now) ::usleep(static_cast<useconds_t>(std::chrono::duration_cast<std::chrono::microseconds>(due - now).count()));
+      try {
+        if (!db) db = std::make_unique<relay::blocking_db>(opt.url, "walhook-test-publisher");
+        int batch = static_cast<int>(std::min<long>(opt.events_per_transaction, opt.total - n));
+        std::vector<published_event> mine;
+        db->exec("BEGIN");
+        for (int i = 0; i < batch; ++i) {
+          long k = n + i;
+          published_event e;
+          e.tenant = opt.tenants[static_cast<std::size_t>(k) % opt.tenants.size()];
+          e.type = opt.types[static_cast<std::size_t>(k / static_cast<long>(opt.tenants.size())) % opt.types.size()];
+          pg::params p{e.tenant, e.type, fmt::format(R"({{"n": {}}})", k)};
+          auto r = db->exec("SELECT walhook.publish($1, $2, $3::jsonb)", p);
+          e.id = std::string(r.value(0, 0));
+          mine.push_back(std::move(e));
+        }
+        db->exec("COMMIT");
+        auto at = std::chrono::system_clock::now();
+        std::string lsn(db->exec("SELECT pg_current_wal_lsn()").value(0, 0));
+        for (auto& e : mine) {
+          e.committed_at = at;
+          e.lsn_after_commit = lsn;
+        }
+        {
+          std::lock_guard lock(mutex);
+          for (auto& e : mine) events.push_back(std::move(e));
+        }
+        n += batch;
+        committed += batch;
+      } catch (const std::exception&) {
+        // Server restarting or connection lost: the transaction did not commit (or its outcome
+        // is unknown; the outbox table is the truth at the end). Reconnect and carry on.
+        ++failures;
+        db.reset();
+        ::usleep(50 * 1000);
+      }
+    }
+    done = true;
+  }
+};
+
+publisher::publisher(options o) : impl_(std::make_unique<impl>()) { impl_->opt = std::move(o); }
+publisher::~publisher() { stop(); }
+void publisher::start() {
+  impl_->thread = std::thread([this] { impl_->run(); });
+}
+bool publisher::join(std::chrono::milliseconds timeout) {
+  bool ok = eventually([&] { return impl_->done.load(); }, timeout, std::chrono::milliseconds{20});
+  if (ok && impl_->thread.joinable()) impl_->thread.join();
+  return ok;
+}
+void publisher::stop() {
+  impl_->stop = true;
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+std::vector<published_event> publisher::events() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->events;
+}
+long publisher::committed() const { return impl_->committed; }
+long publisher::failures() const { return impl_->failures; }
+
+latency_summary summarize(std::vector<double> ms) {
+  latency_summary s;
+  s.n = ms.size();
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(q * static_cast<double>(ms.size())))]; };
+  s.p50 = at(0.5);
+  s.p90 = at(0.9);
+  s.p99 = at(0.99);
+  s.max = ms.back();
+  return s;
+}
+
+}  // namespace walhook::test

@@ -96,3 +96,51 @@ long long add_endpoint(relay::blocking_db& db, const std::string& tenant, const 
 std::vector<std::string> run_args(const std::string& url, const std::string& slot, std::vector<std::string> extra = {});
 
 }  // namespace walhook::test
+
+namespace walhook::test {
+
+/// One event a publisher committed.
+struct published_event {
+  std::string id;
+  std::string tenant;
+  std::string type;
+  std::string lsn_after_commit;  ///< pg_current_wal_lsn() right after COMMIT (≥ the commit's end)
+  std::chrono::system_clock::time_point committed_at;
+};
+
+/// Publishes events at a steady rate from its own thread and connection, as an application
+/// would (walhook.publish in a transaction). Survives PostgreSQL restarts: a failed transaction
+/// is retried on a new connection.
+class publisher {
+ public:
+  struct options {
+    std::string url;
+    std::vector<std::string> tenants{"t1"};
+    std::vector<std::string> types{"order.created"};
+    double rate_per_second = 1000;
+    int events_per_transaction = 1;
+    long total = 1000;
+  };
+  explicit publisher(options o);
+  ~publisher();
+  void start();
+  /// Waits until all events are committed (or timeout); returns whether they were.
+  bool join(std::chrono::milliseconds timeout);
+  void stop();
+  std::vector<published_event> events() const;
+  long committed() const;
+  long failures() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Statistics of a latency sample in milliseconds.
+struct latency_summary {
+  double p50 = 0, p90 = 0, p99 = 0, max = 0;
+  std::size_t n = 0;
+};
+latency_summary summarize(std::vector<double> ms);
+
+}  // namespace walhook::test
