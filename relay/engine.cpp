@@ -115,6 +115,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   bool claim_waiting = false;
   std::size_t attempts_running = 0;
   std::size_t background_running = 0;
+  wal::lsn progress_recorded;
+  steady::time_point progress_at{};
   engine_stats counters;
 
   // ---------------------------------------------------------------- helpers
@@ -608,6 +610,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       // Deliveries that waited too long in memory go to PostgreSQL so the slot can move on.
       auto old = sched.take_waiting_since(steady::now() - options.max_wait_in_memory);
       for (auto& j : old) spill(j, std::nullopt);
+      record_progress();
       if (session_active && steady::now() - last_stale_check >= 30s) {
         last_stale_check = steady::now();
         auto n = co_await store.reset_stale_sending(options.stale_sending_after);
@@ -617,6 +620,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         }
       }
     }
+  }
+
+  /// Records the acknowledged position in walhook.slot_progress every 200 ms at most, when it moved.
+  void record_progress() {
+    auto now = steady::now();
+    wal::lsn confirmed = stream.confirmed();
+    if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
+    progress_recorded = confirmed;
+    progress_at = now;
+    store.enqueue(sql::progress_write{options.slot, confirmed.value()});
   }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
@@ -828,6 +841,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     backlog.clear();
     backlog.insert(with_backlog->begin(), with_backlog->end());
 
+    // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
+    auto progress = co_await store.load_progress(options.slot);
+    if (!progress) co_return progress.error();
+    stream.resume_from(wal::lsn{*progress});
+
     // The previous walsender may still hold the slot for a moment after a takeover.
     auto backoff = 100ms;
     for (int tries = 0;; ++tries) {
@@ -842,8 +860,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       log::error("replication.start_failed", {{"error", stream.last_error()}});
       co_return ec;
     }
+    if (stream.info().slot_created) (void)co_await store.clear_progress(options.slot);
     log::info("replication.streaming", {{"slot", options.slot},
                                         {"start_lsn", stream.info().start.to_string()},
+                                        {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
                                         {"slot_created", stream.info().slot_created},
                                         {"endpoints", static_cast<std::uint64_t>(endpoints.size())},
                                         {"endpoints_with_backlog", static_cast<std::uint64_t>(backlog.size())}});
@@ -893,6 +913,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     }
     co_await wait_store(std::max(deadline, steady::now() + 2s));
     confirm();
+    if (stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
+      progress_recorded = stream.confirmed();
+      store.enqueue(sql::progress_write{options.slot, progress_recorded.value()});
+      co_await wait_store(steady::now() + 2s);
+    }
     co_await stream.async_stop();
   }
 };

@@ -212,8 +212,15 @@ void put_int(json_writer& j, std::string_view key, const std::optional<int>& v) 
   else j.null();
 }
 
+constexpr const char* progress_sql = R"sql(
+INSERT INTO walhook.slot_progress AS p (slot_name, confirmed_lsn, updated_at)
+VALUES ($1, $2::pg_lsn, now())
+ON CONFLICT (slot_name) DO UPDATE
+   SET confirmed_lsn = greatest(p.confirmed_lsn, excluded.confirmed_lsn), updated_at = now()
+)sql";
+
 struct queued_write {
-  std::variant<upsert_delivery, update_delivery, health_write> write;
+  std::variant<upsert_delivery, update_delivery, health_write, progress_write> write;
   state_store::callback on_durable;
 };
 
@@ -262,8 +269,9 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   health.begin_array();
   std::string disable = "{";
   bool any_upsert = false, any_update = false, any_health = false, any_disable = false;
-  // The newest health state per endpoint wins within a batch.
+  // The newest health state per endpoint, and the newest progress per slot, win within a batch.
   std::unordered_map<std::int64_t, const health_write*> latest_health;
+  std::unordered_map<std::string, std::uint64_t> latest_progress;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& w = queue[i].write;
     if (const auto* u = std::get_if<upsert_delivery>(&w)) {
@@ -296,6 +304,9 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
       updates.field("last_error", d->last_error).end_object();
     } else if (const auto* h = std::get_if<health_write>(&w)) {
       latest_health[h->endpoint_id] = h;
+    } else if (const auto* p = std::get_if<progress_write>(&w)) {
+      auto& v = latest_progress[p->slot];
+      v = std::max(v, p->confirmed_lsn);
     }
   }
   for (const auto& [id, h] : latest_health) {
@@ -326,6 +337,7 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   if (any_update) out.push_back({update_sql, {updates.take()}});
   if (any_health) out.push_back({health_sql, {health.take()}});
   if (any_disable) out.push_back({disable_sql, {disable}});
+  for (const auto& [slot, lsn] : latest_progress) out.push_back({progress_sql, {slot, lsn_text(lsn)}});
   return out;
 }
 
@@ -364,6 +376,7 @@ state_store::~state_store() = default;
 void state_store::enqueue(upsert_delivery w, callback cb) { impl_->push({std::move(w), std::move(cb)}); }
 void state_store::enqueue(update_delivery w, callback cb) { impl_->push({std::move(w), std::move(cb)}); }
 void state_store::enqueue(health_write w, callback cb) { impl_->push({std::move(w), std::move(cb)}); }
+void state_store::enqueue(progress_write w, callback cb) { impl_->push({std::move(w), std::move(cb)}); }
 
 std::size_t state_store::backlog() const { return impl_->queue.size(); }
 std::uint64_t state_store::batches_committed() const { return impl_->batches; }
@@ -526,6 +539,27 @@ asio::awaitable<boost::system::result<long>> state_store::reset_stale_sending(st
   auto res = co_await (*conn)->async_exec(reset_stale_sql, args, impl_->options.statement_timeout);
   if (!res) co_return res.error();
   co_return res->affected();
+}
+
+asio::awaitable<boost::system::result<std::uint64_t>> state_store::load_progress(const std::string& slot) {
+  auto conn = co_await reader();
+  if (!conn) co_return conn.error();
+  pg::params args{slot};
+  auto res = co_await (*conn)->async_exec("SELECT confirmed_lsn::text FROM walhook.slot_progress WHERE slot_name = $1",
+                                          args, impl_->options.statement_timeout);
+  if (!res) co_return res.error();
+  if (res->rows() == 0) co_return std::uint64_t{0};
+  co_return parse_lsn_text(res->value(0, 0));
+}
+
+asio::awaitable<boost::system::error_code> state_store::clear_progress(const std::string& slot) {
+  auto conn = co_await reader();
+  if (!conn) co_return conn.error();
+  pg::params args{slot};
+  auto res = co_await (*conn)->async_exec("DELETE FROM walhook.slot_progress WHERE slot_name = $1", args,
+                                          impl_->options.statement_timeout);
+  if (!res) co_return res.error();
+  co_return boost::system::error_code{};
 }
 
 asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::load_health() {

@@ -80,6 +80,12 @@ struct health_write {
   std::optional<std::string> disabled_reason;
 };
 
+/// The slot position walhook acknowledged (walhook.slot_progress); the newest per slot wins.
+struct progress_write {
+  std::string slot;
+  std::uint64_t confirmed_lsn = 0;
+};
+
 /// A persisted delivery claimed for an attempt (status set to 'sending'), with its event.
 struct claimed_delivery {
   std::int64_t row_id = 0;
@@ -121,6 +127,7 @@ class state_store {
   void enqueue(upsert_delivery w, callback on_durable = {});
   void enqueue(update_delivery w, callback on_durable = {});
   void enqueue(health_write w, callback on_durable = {});
+  void enqueue(progress_write w, callback on_durable = {});
 
   /// The writer loop: connects, commits batches until stop() is called and the queue is empty.
   boost::asio::awaitable<void> run();
@@ -153,6 +160,11 @@ class state_store {
   /// Puts 'sending' rows not touched for `older_than` back to 'pending' (after a crash).
   /// Returns how many. older_than = 0 resets all (startup, holding the slot's lock).
   boost::asio::awaitable<boost::system::result<long>> reset_stale_sending(std::chrono::seconds older_than);
+
+  /// The position recorded in walhook.slot_progress for a slot (0 if none).
+  boost::asio::awaitable<boost::system::result<std::uint64_t>> load_progress(const std::string& slot);
+  /// Forgets the recorded position (the slot was just created).
+  boost::asio::awaitable<boost::system::error_code> clear_progress(const std::string& slot);
 
   /// Every row of walhook.endpoint_health (breaker state at startup).
   boost::asio::awaitable<boost::system::result<std::vector<health_write>>> load_health();

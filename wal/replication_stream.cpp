@@ -27,6 +27,7 @@ struct replication_stream::impl {
   asio::steady_timer hold_timer;
   system_info info;
   lsn confirmed;
+  lsn resume;
   lsn reported;  ///< flush LSN of the last status update sent
   lsn received;
   bool reply_owed = false;
@@ -60,6 +61,8 @@ lsn replication_stream::received() const { return impl_->received; }
 void replication_stream::confirm(lsn flush) {
   if (flush.valid() && flush > impl_->confirmed) impl_->confirmed = flush;
 }
+
+void replication_stream::resume_from(lsn position) { impl_->resume = position; }
 
 void replication_stream::wake() { impl_->hold_timer.cancel(); }
 
@@ -133,7 +136,8 @@ asio::awaitable<error_code> replication_stream::async_start() {
                                                    slot->value(0, 0)));
   if (slot->value(0, 1) != "t")
     co_return fail(errc::server_error, fmt::format("replication slot \"{}\" belongs to another database", s.options.slot));
-  s.info.start = lsn::parse(slot->value(0, 2)).value_or(lsn{});
+  s.info.slot_confirmed = lsn::parse(slot->value(0, 2)).value_or(lsn{});
+  s.info.start = s.info.slot_created ? s.info.slot_confirmed : std::max(s.info.slot_confirmed, s.resume);
   s.confirmed = std::max(s.confirmed, s.info.start);
 
   std::string pubs;
@@ -142,8 +146,9 @@ asio::awaitable<error_code> replication_stream::async_start() {
     pubs += pg::quote_identifier(p);
   }
   auto start = co_await s.conn.async_simple(
-      fmt::format("START_REPLICATION SLOT {} LOGICAL {} (proto_version '1', publication_names {})",
-                  pg::quote_identifier(s.options.slot), s.info.start.to_string(), pg::quote_literal(pubs)),
+      fmt::format("START_REPLICATION SLOT {} LOGICAL {} (proto_version '1', publication_names {}, messages '{}')",
+                  pg::quote_identifier(s.options.slot), s.info.start.to_string(), pg::quote_literal(pubs),
+                  s.options.messages ? "true" : "false"),
       timeout);
   if (!start) {
     if (s.conn.last_sqlstate() == "55006") co_return fail(errc::slot_in_use, s.conn.last_error());

@@ -50,7 +50,8 @@ struct system_info {
   std::string system_id;
   int timeline = 0;
   lsn server_flush;   ///< xlogpos at IDENTIFY_SYSTEM
-  lsn start;          ///< the slot's confirmed_flush_lsn we started from
+  lsn slot_confirmed; ///< the slot's confirmed_flush_lsn at start
+  lsn start;          ///< where streaming started: max(slot_confirmed, resume_from())
   bool slot_created = false;
 };
 
@@ -76,6 +77,11 @@ class replication_stream {
   /// walsender streams the slot), errc::server_error (last_error() says why).
   boost::asio::awaitable<boost::system::error_code> async_start();
   const system_info& info() const;
+
+  /// Resume no earlier than this LSN on the next async_start(): streaming starts at the greater
+  /// of it and the slot's confirmed_flush_lsn (transactions that committed before it are not
+  /// sent again). Used with walhook's own record of its acknowledged position.
+  void resume_from(lsn position);
 
   /// The next message. Errors: pg::errc::connection_lost / copy_done / timeout (server silent
   /// past server_silence_timeout), or a decoding error (wal::errc) — the stream must then be
