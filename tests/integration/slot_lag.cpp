@@ -1,0 +1,165 @@
+// The slot never lags because of a customer (issue 3, DESIGN §4 invariant 3): an endpoint that
+// never answers cannot hold WAL back — its deliveries pile up as pending rows while the healthy
+// endpoints keep their latency — and a quiet outbox on a busy database still advances the slot.
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+#include "wal/lsn.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <deque>
+#include <map>
+#include <mutex>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Samples the slot's lag: bytes (pg_current_wal_lsn − confirmed_flush_lsn) and age (how long
+/// the oldest unacknowledged WAL has been written, from the times each WAL position was seen).
+class lag_monitor {
+ public:
+  lag_monitor(std::string url, std::string slot) : url_(std::move(url)), slot_(std::move(slot)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~lag_monitor() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  double max_age_s() const { return max_age_s_; }
+  std::uint64_t max_bytes() const { return max_bytes_; }
+  std::size_t samples() const { return samples_; }
+
+ private:
+  void run() {
+    relay::blocking_db db(url_);
+    std::deque<std::pair<std::chrono::steady_clock::time_point, wal::lsn>> seen;  // when each position was current
+    pg::params p{slot_};
+    while (!stop_) {
+      auto r = db.exec("SELECT pg_current_wal_lsn(), confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", p);
+      auto now = std::chrono::steady_clock::now();
+      auto current = *wal::lsn::parse(r.value(0, 0));
+      auto confirmed = *wal::lsn::parse(r.value(0, 1));
+      seen.emplace_back(now, current);
+      // The unacknowledged WAL is as old as the first sample that had moved past `confirmed`.
+      while (seen.size() > 1 && seen[1].second <= confirmed) seen.pop_front();
+      double age = seen.front().second > confirmed ? std::chrono::duration<double>(now - seen.front().first).count() : 0.0;
+      max_age_s_ = std::max(max_age_s_.load(), age);
+      max_bytes_ = std::max<std::uint64_t>(max_bytes_, wal::bytes_between(current, confirmed));
+      ++samples_;
+      ::usleep(200 * 1000);
+    }
+  }
+  std::string url_, slot_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<double> max_age_s_{0};
+  std::atomic<std::uint64_t> max_bytes_{0};
+  std::atomic<std::size_t> samples_{0};
+};
+
+}  // namespace
+
+TEST_CASE("an endpoint that never answers cannot hold the slot back; healthy endpoints keep their latency") {
+  const std::string slot = "lag_dead";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  rcv->keep_bodies(false);
+  relay::receiver_behaviour never;
+  never.never_answer = true;
+  rcv->set_behaviour("/dead", never);
+  test::add_endpoint(db, "t", rcv->url("/ok1"), delivery::generate_secret());
+  test::add_endpoint(db, "t", rcv->url("/ok2"), delivery::generate_secret());
+  long long dead = test::add_endpoint(db, "t", rcv->url("/dead"), delivery::generate_secret());
+
+  test::walhook_process walhook(test::run_args(url, slot));  // default 5 s deadline per attempt
+  walhook.start();
+  REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'lag_dead'") == "t"; }, 20s));
+
+  lag_monitor lag(url, slot);
+  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 4000});
+  pub.start();
+  pg::params dead_id{std::to_string(dead)};
+  auto pending = [&] {
+    return std::stol(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'", dead_id));
+  };
+  REQUIRE(test::eventually([&] { return pub.committed() >= 2000; }, 60s));
+  long pending_midway = pending();
+  REQUIRE(pub.join(60s));
+  auto events = pub.events();
+
+  // Healthy endpoints get everything; their latency is measured from COMMIT to receipt.
+  auto healthy_complete = [&] { return rcv->count("/ok1") >= events.size() && rcv->count("/ok2") >= events.size(); };
+  CHECK(test::eventually(healthy_complete, 30s));
+  long pending_end = pending();
+  lag.stop();
+
+  std::map<std::string, std::chrono::system_clock::time_point> committed;
+  for (auto& e : events) committed[e.id] = e.committed_at;
+  std::vector<double> latency;
+  for (auto& r : rcv->requests()) {
+    if (r.path == "/dead") continue;
+    auto c = committed.find(r.webhook_id);
+    if (c == committed.end()) continue;
+    latency.push_back(std::chrono::duration<double, std::milli>(
+                          std::chrono::system_clock::time_point{std::chrono::microseconds{r.received_at_us}} - c->second)
+                          .count());
+  }
+  auto s = test::summarize(latency);
+  MESSAGE(fmt::format("never-answering endpoint: slot lag max {:.2f} s / {} bytes over {} samples; dead endpoint "
+                      "pending {} midway → {} at the end (plus in flight); healthy latency p50 {:.1f} ms p99 {:.1f} ms "
+                      "max {:.1f} ms over {} deliveries",
+                      lag.max_age_s(), lag.max_bytes(), lag.samples(), pending_midway, pending_end, s.p50, s.p99,
+                      s.max, s.n));
+  CHECK(lag.max_age_s() < 10.0);               // DESIGN target: slot lag under 10 s whatever the endpoints do
+  CHECK(pending_midway > 500);                  // the dead endpoint's work went to PostgreSQL…
+  CHECK(pending_end > pending_midway);          // …and kept piling up there
+  CHECK(rcv->max_concurrent("/dead") <= 4);     // never more than its max_concurrency
+  CHECK(s.n >= 2 * events.size());
+  CHECK(s.p99 < 1000.0);                        // healthy endpoints are not slowed to the dead one's pace
+
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a quiet outbox on a busy database: the slot keeps up through keepalives") {
+  const std::string slot = "lag_idle";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
+  db.exec("CREATE TABLE busy (id bigserial PRIMARY KEY, filler text)");
+
+  test::walhook_process walhook(test::run_args(url, slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'lag_idle'") == "t"; }, 20s));
+
+  lag_monitor lag(url, slot);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    relay::blocking_db w(url);
+    auto until = std::chrono::steady_clock::now() + 6s;
+    while (std::chrono::steady_clock::now() < until && !stop) w.exec("INSERT INTO busy (filler) SELECT repeat('x', 200) FROM generate_series(1, 20)");
+  });
+  writer.join();
+  std::string end_lsn = test::query_value(db, "SELECT pg_current_wal_lsn()");
+  pg::params p{end_lsn};
+  bool caught_up = test::eventually(
+      [&] { return test::query_value(db, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'lag_idle'", p) == "t"; },
+      15s);
+  lag.stop();
+  MESSAGE(fmt::format("busy database, quiet outbox: slot lag max {:.2f} s / {} bytes over {} samples", lag.max_age_s(),
+                      lag.max_bytes(), lag.samples()));
+  CHECK(caught_up);
+  CHECK(lag.max_age_s() < 10.0);
+  CHECK(rcv->total() == 0);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
