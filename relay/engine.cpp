@@ -537,7 +537,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         waiting.push_back(id);
         // Probing after a pause: one round of at most max_concurrency attempts at a time.
         if (m == delivery::breaker_mode::probing && sched.in_flight(id) > 0) continue;
-        std::size_t n = std::min(sched.free_slots(id), sched.free_global_slots());
+        std::size_t n = m == delivery::breaker_mode::probing ? sched.free_slots(id) : claim_room(id, e->second);
+        n = std::min(n, global_claim_room());
         if (n > 0) quotas.push_back({id, static_cast<int>(n), e->second.aggregate_ordering});
       }
       if (!quotas.empty()) {
@@ -569,6 +570,20 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         for (auto id : waiting)
           if (!with_pending.contains(id) && sched.in_flight(id) == 0) backlog.erase(id);
     }
+  }
+
+  // Claims fetch a few rounds of work ahead (claim_ahead × the concurrency) so one round trip
+  // feeds several attempts; claimed rows wait in memory as 'sending' for seconds at most.
+  static constexpr std::size_t claim_ahead = 4;
+  std::size_t claim_room(std::int64_t id, const endpoint& e) const {
+    std::size_t want = claim_ahead * static_cast<std::size_t>(e.max_concurrency);
+    std::size_t have = sched.queued(id) + sched.in_flight(id);
+    return want > have ? want - have : 0;
+  }
+  std::size_t global_claim_room() const {
+    std::size_t want = claim_ahead * sched.limits().max_in_flight;
+    std::size_t have = sched.queued_total() + sched.in_flight_total();
+    return want > have ? want - have : 0;
   }
 
   void admit_claimed(sql::claimed_delivery c) {

@@ -9,7 +9,8 @@ boost::asio::awaitable<pg::error_code> open_session(pg::connection& conn, const 
                                                     std::chrono::milliseconds timeout) {
   if (auto ec = co_await conn.async_connect(conninfo, timeout)) co_return ec;
   auto set = co_await conn.async_simple(
-      fmt::format("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET application_name = {}",
+      // jit off: walhook's statements are short; compiling them would cost far more than running them.
+      fmt::format("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET jit = off; SET application_name = {}",
                   pg::quote_literal(application_name)),
       timeout);
   if (!set) co_return set.error();

@@ -148,15 +148,17 @@ WITH quota AS (
        LIMIT q.n
        FOR UPDATE SKIP LOCKED) p
 ), claimed AS (
+  -- By primary key: the planner cannot know how few rows `picked` holds.
   UPDATE walhook.deliveries d SET status = 'sending', updated_at = now()
-    FROM picked p WHERE d.id = p.id
+   WHERE d.id = ANY (ARRAY(SELECT id FROM picked))
   RETURNING d.id, d.endpoint_id, d.attempts, d.event_id, d.merge_key, d.aggregate_id, d.commit_lsn,
             d.next_attempt_at
 )
 SELECT c.id, c.endpoint_id, c.attempts, c.event_id, c.merge_key, c.aggregate_id,
        coalesce(c.commit_lsn, '0/0'::pg_lsn)::text, o.id IS NULL, o.tenant_id, o.event_type,
        o.created_at, o.payload::text
-  FROM claimed c LEFT JOIN walhook.outbox o ON o.id = c.event_id
+  FROM claimed c
+  LEFT JOIN LATERAL (SELECT * FROM walhook.outbox x WHERE x.id = c.event_id) o ON true
  ORDER BY c.endpoint_id, c.next_attempt_at, c.commit_lsn
 )sql";
 
