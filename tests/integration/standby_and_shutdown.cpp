@@ -1,0 +1,161 @@
+// Exactly one active relay per slot, standby takeover, graceful shutdown and bad input
+// (issue 3; DESIGN §4 invariant 7).
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <set>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool slot_active(relay::blocking_db& db, const std::string& slot) {
+  pg::params p{slot};
+  return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+}
+
+std::set<std::string> ids_received(test::receiver_thread& rcv, const std::string& path) {
+  std::set<std::string> out;
+  for (auto& r : rcv->requests())
+    if (r.path == path && r.status == 200) out.insert(r.webhook_id);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a second instance waits as a standby and takes over within 10 s of kill -9") {
+  const std::string slot = "standby";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
+
+  test::walhook_process active(test::run_args(url, slot, {"--instance-name", "first"}));
+  active.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+  test::walhook_process standby(test::run_args(url, slot, {"--instance-name", "second"}));
+  standby.start();
+  // It says it waits, and for whom; it does not crash-loop.
+  REQUIRE(test::eventually([&] { return standby.count_in_log("standby.waiting") > 0; }, 20s));
+  CHECK(standby.log().find("walhook-lock first") != std::string::npos);
+
+  test::publisher before({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
+  before.start();
+  REQUIRE(before.join(30s));
+  REQUIRE(test::eventually([&] { return ids_received(rcv, "/a").size() >= 200; }, 30s));
+  CHECK(standby.count_in_log("replication.streaming") == 0);
+  CHECK(standby.running());
+  CHECK(standby.count_in_log("standby.waiting") == 1);
+
+  auto killed_at = std::chrono::steady_clock::now();
+  active.kill9();
+  bool took_over = test::eventually([&] { return standby.count_in_log("\"replication.streaming\"") > 0; }, 20s, 20ms);
+  double takeover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  MESSAGE(fmt::format("standby took over {:.2f} s after kill -9 of the active instance", takeover_s));
+  REQUIRE(took_over);
+  CHECK(takeover_s < 10.0);
+
+  test::publisher after({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
+  after.start();
+  REQUIRE(after.join(30s));
+  std::set<std::string> want;
+  for (auto& e : before.events()) want.insert(e.id);
+  for (auto& e : after.events()) want.insert(e.id);
+  CHECK(test::eventually([&] {
+    auto got = ids_received(rcv, "/a");
+    for (auto& id : want)
+      if (!got.contains(id)) return false;
+    return true;
+  }, 30s));
+  standby.signal(SIGTERM);
+  CHECK(standby.wait(30s) == 0);
+}
+
+TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
+  const std::string slot = "shutdown";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  relay::receiver_behaviour slow;
+  slow.delay = 300ms;  // attempts are in flight when SIGTERM arrives
+  rcv->set_behaviour("/slow", slow);
+  test::add_endpoint(db, "t", rcv->url("/fast"), delivery::generate_secret());
+  test::add_endpoint(db, "t", rcv->url("/slow"), delivery::generate_secret());
+
+  test::walhook_process first(test::run_args(url, slot));
+  first.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 500, .total = 500});
+  pub.start();
+  REQUIRE(pub.join(30s));
+  first.signal(SIGTERM);
+  CHECK(first.wait(30s) == 0);
+  CHECK(first.count_in_log("shutdown.done") == 1);
+
+  // Everything not delivered before the stop is persisted as pending, nothing is lost.
+  auto fast = ids_received(rcv, "/fast").size();
+  auto slow_done = ids_received(rcv, "/slow").size();
+  auto pending = std::stol(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'"));
+  MESSAGE(fmt::format("at SIGTERM: /fast {} of 500, /slow {} of 500 delivered, {} persisted pending", fast, slow_done, pending));
+  CHECK(fast + slow_done + static_cast<std::size_t>(pending) >= 1000);
+
+  // The restart delivers the pending ones and re-sends nothing that was already delivered.
+  std::size_t before = rcv->total();
+  test::walhook_process second(test::run_args(url, slot));
+  second.start();
+  REQUIRE(test::eventually([&] { return ids_received(rcv, "/fast").size() == 500 && ids_received(rcv, "/slow").size() == 500; }, 60s));
+  CHECK(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status <> 'delivered'") == "0"; }, 20s));
+  std::size_t requests_after = rcv->total() - before;
+  CHECK(requests_after == static_cast<std::size_t>(pending));  // exactly the pending ones, no redelivery
+  CHECK(rcv->total() == 1000);
+  second.signal(SIGTERM);
+  CHECK(second.wait(30s) == 0);
+}
+
+TEST_CASE("bad input never stops the stream: each becomes a clear outcome and the slot moves on") {
+  const std::string slot = "badinput";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  long long bad_url = test::add_endpoint(db, "t", "http://", delivery::generate_secret());
+  long long bad_secret = test::add_endpoint(db, "t", rcv->url("/badsecret"), "not-a-secret");
+  test::add_endpoint(db, "t", rcv->url("/good"), delivery::generate_secret());
+
+  test::walhook_process walhook(test::run_args(url, slot, {"--max-payload-bytes", "2000"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+
+  pg::params big{"t", "too.big", fmt::format(R"({{"blob": "{}"}})", std::string(5000, 'x'))};
+  std::string big_id = test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", big);
+  pg::params lonely{"nobody", "x", "{}"};
+  test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", lonely);  // a tenant with no endpoints
+  pg::params fine{"t", "fine", R"({"ok": true})"};
+  std::string fine_id = test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", fine);
+  std::string end_lsn = test::query_value(db, "SELECT pg_current_wal_lsn()");
+
+  // The good endpoint gets the normal event (and not the oversized one).
+  REQUIRE(test::eventually([&] { return ids_received(rcv, "/good").contains(fine_id); }, 20s));
+  CHECK_FALSE(ids_received(rcv, "/good").contains(big_id));
+  // Each bad case is a dead delivery with a readable reason.
+  auto reason = [&](long long endpoint, const std::string& event) {
+    pg::params p{std::to_string(endpoint), event};
+    return test::query_value(db, "SELECT status || ': ' || coalesce(last_error, '') FROM walhook.deliveries WHERE endpoint_id = $1 AND event_id = $2::uuid", p);
+  };
+  CHECK(test::eventually([&] { return reason(bad_url, fine_id).starts_with("dead: invalid endpoint URL"); }, 20s));
+  CHECK(reason(bad_secret, fine_id).starts_with("dead: invalid endpoint secret"));
+  pg::params good_big{big_id};
+  CHECK(test::query_value(db, "SELECT last_error FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id "
+                              "WHERE e.url LIKE '%/good' AND d.event_id = $1::uuid", good_big)
+            .find("exceeds the limit") != std::string::npos);
+  pg::params p{end_lsn};
+  CHECK(test::eventually([&] { return test::query_value(db, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'badinput'", p) == "t"; }, 20s));
+  CHECK(walhook.count_in_log("\"replication.stream_ended\"") == 0);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
