@@ -1,0 +1,28 @@
+-- Least-privilege roles for walhook (optional; run once as a superuser after `walhook migrate`).
+-- Passwords are placeholders: set real ones (or use certificates) before use.
+--
+--   walhook_relay : what `walhook run` needs — stream the slot (REPLICATION), read the outbox
+--                   and endpoints, write delivery state and health, disable endpoints.
+--   walhook_app   : what the application needs — publish events, nothing else.
+--   walhook_admin : what operators need for `walhook endpoint|status|replay|events`.
+
+CREATE ROLE walhook_relay LOGIN REPLICATION PASSWORD 'change-me';
+GRANT USAGE ON SCHEMA walhook TO walhook_relay;
+GRANT SELECT ON walhook.outbox, walhook.endpoints TO walhook_relay;
+GRANT UPDATE (status, updated_at) ON walhook.endpoints TO walhook_relay;
+GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.deliveries, walhook.endpoint_health, walhook.slot_progress
+  TO walhook_relay;
+GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
+
+CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';
+GRANT USAGE ON SCHEMA walhook TO walhook_app;
+GRANT INSERT ON walhook.outbox TO walhook_app;
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
+GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;
+
+CREATE ROLE walhook_admin LOGIN PASSWORD 'change-me';
+GRANT USAGE ON SCHEMA walhook TO walhook_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;
+GRANT SELECT ON walhook.outbox TO walhook_admin;
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
+GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_admin;
