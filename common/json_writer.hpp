@@ -35,6 +35,7 @@ class json_writer {
     return *this;
   }
   json_writer& number(std::int64_t v) { sep(); out_ += std::to_string(v); return *this; }
+  /// Shortest round-trip form; NaN and ±infinity (not JSON) are written as null.
   json_writer& number(double v);
   json_writer& boolean(bool v) { sep(); out_ += v ? "true" : "false"; return *this; }
   json_writer& null() { sep(); out_ += "null"; return *this; }

@@ -11,7 +11,8 @@ namespace {
 constexpr std::int64_t pg_epoch_offset_us = 946'684'800LL * 1'000'000LL;  // 1970 → 2000
 
 bool parse_int(std::string_view s, int& out) {
-  if (s.empty()) return false;
+  // Digits only: from_chars would take a '-' and let "-1" through as an hour, year or offset.
+  if (s.empty() || s.front() < '0' || s.front() > '9') return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc{} && p == s.data() + s.size();
 }

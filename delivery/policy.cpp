@@ -58,8 +58,9 @@ std::vector<std::string_view> split_spaces(std::string_view s) {
   return out;
 }
 
-// HTTP-date (RFC 9110 §5.6.7): IMF-fixdate, obsolete RFC 850 and asctime forms.
-std::optional<sys_time> parse_http_date(std::string_view v) {
+// HTTP-date (RFC 9110 §5.6.7): IMF-fixdate, obsolete RFC 850 and asctime forms. `now` places
+// RFC 850's two-digit year.
+std::optional<sys_time> parse_http_date(std::string_view v, sys_time now) {
   auto parts = split_spaces(v);
   int day = 0, year = 0, h = 0, m = 0, s = 0;
   if (parts.size() == 6 && parts[0].size() == 4 && parts[0][3] == ',' && parts[5] == "GMT") {
@@ -78,7 +79,12 @@ std::optional<sys_time> parse_http_date(std::string_view v) {
     int yy = 0;
     if (!mon || !to_int(d.substr(0, 2), day) || !to_int(d.substr(7, 2), yy) || !parse_clock(parts[2], h, m, s))
       return std::nullopt;
-    year = yy < 70 ? 2000 + yy : 1900 + yy;  // RFC 9110: interpret 2-digit years ≥ 50 years ahead as past
+    // RFC 9110: a two-digit year more than 50 years ahead is the most recent past year with
+    // those digits (a fixed pivot misreads e.g. "70" as 1970 from 2020 on).
+    const int now_year = static_cast<int>(year_month_day{floor<days>(now)}.year());
+    year = now_year - now_year % 100 + yy;
+    if (year > now_year + 50) year -= 100;
+    else if (year <= now_year - 50) year += 100;
     return make_time(year, mon, day, h, m, s);
   }
   if (parts.size() == 5) {
@@ -99,12 +105,14 @@ std::optional<seconds> parse_retry_after(std::string_view value, sys_time now) {
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   if (value.empty()) return std::nullopt;
   if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    // Leading zeros are still 1*DIGIT; only the significant digits decide on saturation.
+    while (value.size() > 1 && value.front() == '0') value.remove_prefix(1);
     if (value.size() > 10) return seconds{std::numeric_limits<std::int32_t>::max()};
     long long n = 0;
     std::from_chars(value.data(), value.data() + value.size(), n);
     return seconds{n};
   }
-  auto at = parse_http_date(value);
+  auto at = parse_http_date(value, now);
   if (!at) return std::nullopt;
   if (*at <= now) return seconds{0};
   return duration_cast<seconds>(*at - now + seconds{1} - nanoseconds{1});  // round up
@@ -155,9 +163,14 @@ milliseconds backoff_delay(int failures, const retry_policy& policy, double unit
              std::pow(2.0, static_cast<double>(failures - 1));
   double cap = static_cast<double>(duration_cast<milliseconds>(policy.backoff_max).count());
   d = std::min(d, cap);
-  double half = d / 2.0;
-  auto ms = static_cast<std::int64_t>(half + unit_random * half);
-  return milliseconds{std::max<std::int64_t>(ms, 1)};
+  // Integer halves: in double, half + nextafter(1, 0) · half rounds up to d itself, and the
+  // jitter must stay in [0, d − d/2).
+  const auto whole = static_cast<std::int64_t>(d);
+  const std::int64_t fixed = whole / 2;
+  const std::int64_t span = whole - fixed;
+  auto jitter = static_cast<std::int64_t>(unit_random * static_cast<double>(span));
+  if (span > 0 && jitter >= span) jitter = span - 1;
+  return milliseconds{std::max<std::int64_t>(fixed + jitter, 1)};
 }
 
 retry_decision next_attempt(int attempts_made, sys_time now, std::optional<sys_time> event_created_at,

@@ -47,8 +47,9 @@ attempt_outcome classify(const boost::system::result<http_response>& response, s
 std::optional<std::chrono::seconds> parse_retry_after(std::string_view value, sys_time now);
 
 /// Delay before the next attempt after the n-th consecutive failure (n ≥ 1):
-/// d = min(backoff_max, backoff_base · 2^(n−1)); result = d/2 + unit_random · d/2, so at least
-/// d/2 — never an immediate retry. unit_random ∈ [0, 1).
+/// d = min(backoff_max, backoff_base · 2^(n−1)); result = d/2 + unit_random · d/2 in whole ms,
+/// always in [d/2, d) and at least 1 ms — never an immediate retry. unit_random ∈ [0, 1)
+/// (values outside are clamped).
 std::chrono::milliseconds backoff_delay(int failures, const retry_policy& policy, double unit_random);
 
 struct retry_decision {

@@ -57,8 +57,12 @@ scheduler::push_result scheduler::push(job j) {
     // Only a job that exists in memory alone is merged here; a persisted one is merged by the
     // state store (its row holds the merge key).
     if (m != q.by_merge_key.end() && !m->second->row_id) {
+      std::int64_t id = j.endpoint_id;
       job old = std::move(*m->second);
       *m->second = std::move(j);
+      // With aggregate ordering the replacement may belong to an aggregate with nothing in
+      // flight: the endpoint can have startable work again although nothing finished.
+      make_ready(id, q);
       return {push_status::merged, std::move(old)};
     }
   }

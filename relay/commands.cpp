@@ -45,9 +45,10 @@ void require_schema(blocking_db& db) {
   if (r.value(0, 0) != "t") throw cli_error("the walhook schema is missing: run `walhook migrate` first");
 }
 
-/// Tells a running relay, through the WAL, to look for pending deliveries of an endpoint.
-void wake_relay(blocking_db& db, long long endpoint_id) {
-  pg::params p{fmt::format("wake:{}", endpoint_id)};
+/// Tells a running relay, through the WAL, to look for pending deliveries of an endpoint
+/// ("wake"), or that an operator resumed it ("resume": its circuit breaker closes too).
+void wake_relay(blocking_db& db, long long endpoint_id, const char* what = "wake") {
+  pg::params p{fmt::format("{}:{}", what, endpoint_id)};
   db.exec("SELECT pg_logical_emit_message(true, 'walhook', $1)", p);
 }
 
@@ -159,7 +160,11 @@ int cmd_endpoint_set(const std::string& database_url, const std::string& action,
           "UPDATE walhook.endpoint_health SET consecutive_failures = 0, first_failure_at = NULL, paused_until = NULL, "
           "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = now() WHERE endpoint_id = $1",
           p);
-      wake_relay(db, id);
+      // Go-ahead means now: pending deliveries waiting out a backoff or a pause become due.
+      db.exec("UPDATE walhook.deliveries SET next_attempt_at = now(), updated_at = now() "
+              "WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > now()",
+              p);
+      wake_relay(db, id, "resume");
     }
   }
   db.exec("COMMIT");

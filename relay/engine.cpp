@@ -401,12 +401,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     store.enqueue(std::move(h));
   }
 
-  void disable_endpoint(std::int64_t id, const std::string& reason, std::optional<int> last_status) {
+  void disable_endpoint(std::int64_t id, const std::string& reason, std::optional<int> last_status,
+                        std::optional<std::string> last_error) {
     auto it = endpoints.find(id);
     if (it == endpoints.end() || it->second.status == endpoint_status::disabled) return;
     ++counters.disabled_endpoints;
     log::warn("endpoint.disabled", {{"endpoint_id", id}, {"reason", reason}});
-    write_health(id, health[id], last_status, reason, true, reason);
+    write_health(id, health[id], last_status, std::move(last_error), true, reason);
     endpoint e = it->second;
     e.status = endpoint_status::disabled;
     put_endpoint(std::move(e));  // the stream echoes the row update later
@@ -461,7 +462,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       case delivery::verdict::gone:
         ++counters.failed_attempts;
         dead(j, outcome.error, status, true);
-        disable_endpoint(endpoint_id, "HTTP 410 Gone", status);
+        disable_endpoint(endpoint_id, "HTTP 410 Gone", status, outcome.error);
         break;
       case delivery::verdict::dead:
         ++counters.failed_attempts;
@@ -483,10 +484,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         }
         log::debug("delivery.failed", {{"endpoint_id", endpoint_id}, {"event_id", j.ev->id}, {"error", outcome.error},
                                        {"attempts", attempts}});
+        // Per-aggregate order: later events queued behind this one go to PostgreSQL with it, where
+        // claims release them only after it (the endpoint now has backlog, so new ones follow).
+        if (auto e = endpoints.find(endpoint_id); e != endpoints.end() && e->second.aggregate_ordering)
+          spill_all(sched.drain(endpoint_id), std::nullopt, "behind a failed delivery of its aggregate");
         if (action == delivery::breaker_action::disable) {
-          disable_endpoint(endpoint_id, "failing continuously for " +
-                                            std::to_string(options.breaker.disable_after.count() / 3600) + " h",
-                           status);
+          disable_endpoint(endpoint_id, fmt::format("failing continuously since {}", format_iso8601(*breaker.first_failure_at)),
+                           status, outcome.error);
         } else {
           write_health(endpoint_id, breaker, status, outcome.error, false, std::nullopt);
           if (action == delivery::breaker_action::paused) {
@@ -790,18 +794,23 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   error_code on_message(const pgo::origin&) { return {}; }
   error_code on_message(const pgo::type&) { return {}; }
   /// Operator signals travel through the WAL, in order with the data: `walhook replay` and
-  /// `walhook endpoint …` emit pg_logical_emit_message(true, 'walhook', 'wake:<endpoint id>')
-  /// so the running relay looks for pending deliveries of that endpoint — no polling.
+  /// `walhook endpoint enable|resume` emit pg_logical_emit_message(true, 'walhook', …) so the
+  /// running relay looks for pending deliveries of that endpoint — no polling.
   error_code on_message(const pgo::logical_message& m) {
     if (m.prefix != "walhook") return {};
-    if (m.content.starts_with("wake:")) {
-      try {
-        backlog.insert(std::stoll(m.content.substr(5)));
-      } catch (const std::exception&) {
-        return {};
-      }
-      request_claim();
+    // "wake:<id>": pending deliveries of the endpoint are due (replay). "resume:<id>": an operator
+    // resumed or enabled it — the circuit breaker closes too.
+    bool resume = m.content.starts_with("resume:");
+    if (!resume && !m.content.starts_with("wake:")) return {};
+    std::int64_t id = 0;
+    try {
+      id = std::stoll(m.content.substr(m.content.find(':') + 1));
+    } catch (const std::exception&) {
+      return {};
     }
+    if (resume && health.erase(id)) log::info("endpoint.breaker_reset", {{"endpoint_id", id}});
+    backlog.insert(id);
+    request_claim();
     return {};
   }
 

@@ -31,6 +31,7 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
   struct path_state {
     receiver_behaviour behaviour;
     std::size_t served = 0;
+    unsigned marker_failures = 0;
     std::size_t in_flight = 0;
     std::size_t max_in_flight = 0;
     std::size_t count = 0;
@@ -93,6 +94,11 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
         std::size_t index = p.served++;
         status = index < b.script.size() ? b.script[index] : b.status;
         if (b.error_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < b.error_rate) status = 500;
+        if (!b.fail_marker.empty() && req.body().find(b.fail_marker) != std::string::npos &&
+            p.marker_failures < b.fail_times) {
+          ++p.marker_failures;
+          status = b.fail_status;
+        }
       }
       rec.path = path;
       rec.received_at_us = at;
@@ -161,6 +167,7 @@ void receiver::set_behaviour(const std::string& path, receiver_behaviour b) {
   std::lock_guard lock(impl_->mutex);
   impl_->paths[path].behaviour = std::move(b);
   impl_->paths[path].served = 0;
+  impl_->paths[path].marker_failures = 0;
 }
 
 void receiver::on_request(std::function<void(const received_request&)> callback) {

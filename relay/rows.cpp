@@ -164,9 +164,12 @@ std::optional<std::vector<std::string>> parse_text_array(std::string_view s) {
       ++i;                                // closing quote
     } else {
       while (i < end && s[i] != ',') {
-        if (s[i] == '{' || s[i] == '"') return std::nullopt;  // nested arrays are not text[] of one dimension
+        // Nested arrays are not text[] of one dimension; PostgreSQL quotes any element holding
+        // braces or quotes.
+        if (s[i] == '{' || s[i] == '}' || s[i] == '"') return std::nullopt;
         item += s[i++];
       }
+      if (item.empty()) return std::nullopt;  // "{a,,b}": an empty element must be quoted ("")
     }
     if (quoted || item != "NULL") out.push_back(std::move(item));
     if (i == end) break;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <unordered_map>
 #include <variant>
 
@@ -274,9 +275,18 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   // The newest health state per endpoint, and the newest progress per slot, win within a batch.
   std::unordered_map<std::int64_t, const health_write*> latest_health;
   std::unordered_map<std::string, std::uint64_t> latest_progress;
+  // Merge within the batch: of several pending deliveries with one (endpoint, merge key), only
+  // the newest (last queued: commit order) is written; the others are superseded by it.
+  std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
+  for (std::size_t i = 0; i < n; ++i)
+    if (const auto* u = std::get_if<upsert_delivery>(&queue[i].write);
+        u && u->merge_key && u->status == delivery_status::pending)
+      newest_by_key[{u->endpoint_id, *u->merge_key}] = i;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& w = queue[i].write;
     if (const auto* u = std::get_if<upsert_delivery>(&w)) {
+      if (u->merge_key && u->status == delivery_status::pending && newest_by_key[{u->endpoint_id, *u->merge_key}] != i)
+        continue;
       any_upsert = true;
       upserts.begin_object()
           .field("ord", static_cast<std::int64_t>(i))

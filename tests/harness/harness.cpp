@@ -192,8 +192,13 @@ long long add_endpoint(relay::blocking_db& db, const std::string& tenant, const 
 }
 
 std::vector<std::string> run_args(const std::string& url, const std::string& slot, std::vector<std::string> extra) {
-  std::vector<std::string> args{"run", "--database-url", url, "--slot", slot, "--allow-private-networks",
-                                "--backoff-base-ms", "200", "--status-interval-ms", "1000"};
+  std::vector<std::string> args{"run", "--database-url", url, "--slot", slot, "--allow-private-networks"};
+  // Test defaults, unless the test sets them itself.
+  for (auto [flag, value] : {std::pair{"--backoff-base-ms", "200"}, std::pair{"--status-interval-ms", "1000"}})
+    if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
