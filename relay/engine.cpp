@@ -622,6 +622,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
   asio::awaitable<void> sweep_loop() {
     auto last_stale_check = steady::now();
+    auto last_retention = steady::now() - 1h;  // first pass soon after the session starts
     while (!stopping) {
       sweep_timer.expires_after(std::min<std::chrono::milliseconds>(options.max_wait_in_memory / 4, 250ms));
       co_await sweep_timer.async_wait(tuple_awaitable);
@@ -630,6 +631,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       auto old = sched.take_waiting_since(steady::now() - options.max_wait_in_memory);
       for (auto& j : old) spill(j, std::nullopt);
       record_progress();
+      if (session_active && steady::now() - last_retention >= 10min) {
+        last_retention = steady::now();
+        co_await expire_old_rows();
+      }
       if (session_active && steady::now() - last_stale_check >= 30s) {
         last_stale_check = steady::now();
         auto n = co_await store.reset_stale_sending(options.stale_sending_after);
@@ -639,6 +644,24 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         }
       }
     }
+  }
+
+  /// Retention (DESIGN §7): outbox rows and finished deliveries older than the retention period
+  /// go, a batch at a time, yielding between batches.
+  asio::awaitable<void> expire_old_rows() {
+    long total = 0;
+    for (int round = 0; round < 1000 && !stopping && session_active; ++round) {
+      auto n = co_await store.delete_expired(options.retention, options.retention_batch);
+      if (!n) {
+        log::warn("retention.failed", {{"error", n.error().message()}});
+        break;
+      }
+      total += *n;
+      if (*n < options.retention_batch) break;
+      asio::steady_timer pause(executor, 50ms);
+      co_await pause.async_wait(tuple_awaitable);
+    }
+    if (total > 0) log::info("retention.deleted", {{"rows", static_cast<std::int64_t>(total)}});
   }
 
   /// Records the acknowledged position in walhook.slot_progress every 200 ms at most, when it moved.

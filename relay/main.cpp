@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   c_run->add_option("--shutdown-grace-ms", grace_ms, "SIGTERM: time in-flight attempts get to finish")->capture_default_str();
   long long status_ms = run.status_interval.count();
   c_run->add_option("--status-interval-ms", status_ms, "Standby status update at least this often")->capture_default_str();
+  long long retention_days = run.retention.count() / 24;
+  c_run->add_option("--retention-days", retention_days, "Outbox rows and finished deliveries are deleted after this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c_run->add_option("--instance-name", run.instance_name, "Name shown to standbys and in pg_stat_activity (default host:pid)");
 
   // endpoint
@@ -186,6 +190,7 @@ int main(int argc, char** argv) {
       run.breaker.disable_after = seconds{disable_after_s};
       run.shutdown_grace = milliseconds{grace_ms};
       run.status_interval = milliseconds{status_ms};
+      run.retention = hours{retention_days * 24};
       return cmd_run(std::move(run));
     }
     if (c_add->parsed()) return cmd_endpoint_add(add);

@@ -36,6 +36,8 @@ struct run_options {
 
   std::chrono::milliseconds shutdown_grace{10000};     ///< SIGTERM: in-flight attempts get this long
   std::chrono::seconds stale_sending_after{60};        ///< 'sending' rows older than this → pending
+  std::chrono::hours retention{30 * 24};               ///< outbox rows and finished deliveries are kept this long
+  int retention_batch = 5000;                          ///< rows deleted per statement
   std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
   std::chrono::milliseconds reconnect_max{5000};       ///< cap of the reconnect backoff
 

@@ -236,12 +236,13 @@ bool is_transient(const std::string& sqlstate) {
 
 struct state_store::impl {
   impl(asio::any_io_executor ex, state_store_options o)
-      : executor(ex), options(std::move(o)), writer(ex), reader_conn(ex), wake(ex), pause(ex) {}
+      : executor(ex), options(std::move(o)), writer(ex), reader_conn(ex), reader_mutex(ex), wake(ex), pause(ex) {}
 
   asio::any_io_executor executor;
   state_store_options options;
   pg::connection writer;
   pg::connection reader_conn;
+  async_mutex reader_mutex;
   asio::steady_timer wake;
   asio::steady_timer pause;
   std::deque<queued_write> queue;
@@ -459,13 +460,14 @@ asio::awaitable<void> state_store::run() {
   s.reader_conn.close();
 }
 
-asio::awaitable<boost::system::result<pg::connection*>> state_store::reader() {
+asio::awaitable<boost::system::result<state_store::reader_lease>> state_store::reader() {
   auto& s = *impl_;
+  auto guard = co_await s.reader_mutex.scoped_lock();
   if (!s.reader_conn.is_open()) {
     if (auto ec = co_await open_session(s.reader_conn, s.options.conninfo, s.options.application_name + "-reader", 10s))
       co_return ec;
   }
-  co_return &s.reader_conn;
+  co_return reader_lease(&s.reader_conn, std::move(guard));
 }
 
 asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> state_store::claim_due(
@@ -572,6 +574,30 @@ asio::awaitable<boost::system::error_code> state_store::clear_progress(const std
                                           impl_->options.statement_timeout);
   if (!res) co_return res.error();
   co_return boost::system::error_code{};
+}
+
+asio::awaitable<boost::system::result<long>> state_store::delete_expired(std::chrono::hours age, int batch) {
+  auto conn = co_await reader();
+  if (!conn) co_return conn.error();
+  pg::params args{std::to_string(age.count()), std::to_string(batch)};
+  // Small batches keep locks and WAL bursts short; the outbox DELETEs are not published.
+  auto res = co_await (*conn)->async_exec(R"sql(
+WITH old_events AS (
+  DELETE FROM walhook.outbox WHERE seq IN (
+    SELECT seq FROM walhook.outbox WHERE created_at < now() - make_interval(hours => $1::int)
+     ORDER BY created_at LIMIT $2::int)
+  RETURNING 1
+), old_deliveries AS (
+  DELETE FROM walhook.deliveries WHERE id IN (
+    SELECT id FROM walhook.deliveries
+     WHERE status IN ('delivered', 'dead') AND event_created_at < now() - make_interval(hours => $1::int)
+     LIMIT $2::int)
+  RETURNING 1
+)
+SELECT greatest((SELECT count(*) FROM old_events), (SELECT count(*) FROM old_deliveries)))sql",
+                                          args, impl_->options.statement_timeout);
+  if (!res) co_return res.error();
+  co_return std::stol(std::string(res->value(0, 0)));
 }
 
 asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::load_health() {

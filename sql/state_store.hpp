@@ -11,6 +11,7 @@
 //
 // Thread affinity: one executor; enqueue() from that executor only.
 
+#include "common/async_mutex.hpp"
 #include "common/pg_connection.hpp"
 #include "common/time.hpp"
 
@@ -166,11 +167,27 @@ class state_store {
   /// Forgets the recorded position (the slot was just created).
   boost::asio::awaitable<boost::system::error_code> clear_progress(const std::string& slot);
 
+  /// Retention: deletes one batch of outbox rows older than `age`, and of delivered or dead
+  /// deliveries whose event is older than `age`. Returns the rows deleted (repeat while it
+  /// returns `batch`).
+  boost::asio::awaitable<boost::system::result<long>> delete_expired(std::chrono::hours age, int batch);
+
   /// Every row of walhook.endpoint_health (breaker state at startup).
   boost::asio::awaitable<boost::system::result<std::vector<health_write>>> load_health();
 
-  /// The reader connection (opened lazily), for other queries of the relay.
-  boost::asio::awaitable<boost::system::result<pg::connection*>> reader();
+  /// Exclusive use of the reader connection (opened lazily) while the lease lives: the claim
+  /// loop, the sweeper and session setup share it one query at a time.
+  class reader_lease {
+   public:
+    reader_lease(pg::connection* c, async_mutex::guard g) : conn_(c), guard_(std::move(g)) {}
+    pg::connection* operator->() const { return conn_; }
+    pg::connection& operator*() const { return *conn_; }
+
+   private:
+    pg::connection* conn_;
+    async_mutex::guard guard_;
+  };
+  boost::asio::awaitable<boost::system::result<reader_lease>> reader();
 
  private:
   struct impl;

@@ -269,3 +269,25 @@ TEST_CASE("auto-disable after failing continuously; pending deliveries are kept;
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
 }
+
+TEST_CASE("retention: outbox rows and finished deliveries older than the retention period are deleted in batches") {
+  setup s("rule_retention");
+  test::add_endpoint(s.db, "t", s.rcv->url("/a"), delivery::generate_secret());
+  // 12,000 events 31 days old (3 batches of 5,000), 10 recent ones, and finished deliveries of both ages.
+  s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload, created_at) "
+            "SELECT 'old', 'x', '{}', now() - interval '31 days' FROM generate_series(1, 12000)");
+  s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 'old', 'x', '{}' FROM generate_series(1, 10)");
+  s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, event_created_at) "
+            "SELECT 1, id, CASE WHEN seq % 2 = 0 THEN 'delivered' ELSE 'dead' END, created_at FROM walhook.outbox");
+  s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "
+            "VALUES (1, gen_random_uuid(), 'pending', now() + interval '1 day', now() - interval '40 days')");
+  test::walhook_process walhook(test::run_args(s.url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.outbox") == "10"; }, 30s));
+  CHECK(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.deliveries") == "11"; }, 30s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "1");  // unfinished work is kept
+  CHECK(walhook.log().find("\"retention.deleted\",\"rows\":12000") != std::string::npos);
+  CHECK(s.rcv->total() == 0);  // the DELETEs are not published: nothing is delivered
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
