@@ -5,6 +5,7 @@
 #include "common/time.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/signing.hpp"
+#include "relay/admin_server.hpp"
 #include "relay/blocking_db.hpp"
 #include "relay/engine.hpp"
 #include "sql/migrations.hpp"
@@ -360,7 +361,17 @@ void preflight(const run_options& o) {
 int cmd_run(run_options options) {
   preflight(options);
   asio::io_context ioc(1);
+  std::string admin_listen = options.admin_listen;
   engine e(ioc.get_executor(), std::move(options));
+  std::unique_ptr<admin_server> admin;
+  if (!admin_listen.empty()) {
+    try {
+      admin = std::make_unique<admin_server>(ioc.get_executor(), admin_listen, e);
+    } catch (const std::exception& err) {
+      throw cli_error(err.what());
+    }
+    log::info("admin.listening", {{"address", admin_listen}, {"port", static_cast<unsigned>(admin->port())}});
+  }
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -371,6 +382,7 @@ int cmd_run(run_options options) {
   asio::co_spawn(ioc, e.run(), [&](std::exception_ptr ex, int rc) {
     code = rc;
     signals.cancel();
+    if (admin) admin->stop();
     ioc.stop();
     if (ex) {
       try {

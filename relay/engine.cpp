@@ -24,6 +24,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -117,6 +119,29 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   std::size_t background_running = 0;
   wal::lsn progress_recorded;
   steady::time_point progress_at{};
+
+  // Attempt durations (Prometheus histogram, seconds).
+  static constexpr std::array<double, 11> latency_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  std::array<std::uint64_t, latency_buckets.size() + 1> latency_counts{};
+  double latency_sum_s = 0;
+  void observe_latency(double s) {
+    std::size_t i = 0;
+    while (i < latency_buckets.size() && s > latency_buckets[i]) ++i;
+    ++latency_counts[i];
+    latency_sum_s += s;
+  }
+
+  // When each open transaction began (for slot lag in seconds), by ticket.
+  std::deque<std::pair<lsn_tracker::ticket, steady::time_point>> open_since;
+  void prune_open_since() {
+    auto oldest = tracker.oldest_open();
+    while (!open_since.empty() && (oldest == 0 || open_since.front().first < oldest)) open_since.pop_front();
+  }
+  double lag_seconds() {
+    prune_open_since();
+    if (tracker.oldest_open() == 0 || open_since.empty()) return 0;
+    return std::chrono::duration<double>(steady::now() - open_since.front().second).count();
+  }
   engine_stats counters;
 
   // ---------------------------------------------------------------- helpers
@@ -432,7 +457,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                    {"webhook-timestamp", std::to_string(ts)},
                    {"webhook-signature", delivery::signature_header(it->second.keys, j.ev->id, ts, req.body)}};
     ++counters.attempts;
+    auto attempt_started = steady::now();
     auto response = co_await http.async_post(std::to_string(endpoint_id), target, req);
+    observe_latency(std::chrono::duration<double>(steady::now() - attempt_started).count());
     auto now = system_now();
     auto outcome = delivery::classify(response, now, options.retry);
     sched.finished(j);
@@ -765,6 +792,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
   error_code on_message(const pgo::begin& b) {
     current_ticket = tracker.begin();
+    open_since.emplace_back(current_ticket, steady::now());
     current_final_lsn = b.final_lsn.value();
     return {};
   }
@@ -772,6 +800,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     tracker.commit(current_ticket, c.end_lsn);
     current_ticket = 0;
     confirm();
+    prune_open_since();
     return {};
   }
   error_code on_message(const pgo::relation& r) {
@@ -1038,14 +1067,20 @@ engine_stats engine::stats() const {
   return out;
 }
 
-std::string engine::metrics_text() const {
+asio::awaitable<std::string> engine::metrics_text() {
+  auto self = impl_;
   auto st = stats();
   std::string out;
+  auto header = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", name, help, type);
+  };
   auto counter = [&](const char* name, const char* help, std::uint64_t v) {
-    out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n", name, help, v);
+    header(name, "counter", help);
+    out += fmt::format("{} {}\n", name, v);
   };
   auto gauge = [&](const char* name, const char* help, double v) {
-    out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help, v);
+    header(name, "gauge", help);
+    out += fmt::format("{} {}\n", name, v);
   };
   counter("walhook_events_total", "Outbox rows read from the slot.", st.events);
   counter("walhook_malformed_rows_total", "Outbox rows that could not become events.", st.malformed_rows);
@@ -1056,15 +1091,50 @@ std::string engine::metrics_text() const {
   counter("walhook_spilled_total", "Deliveries persisted as pending.", st.spilled);
   counter("walhook_merged_total", "Deliveries replaced by a newer one with the same merge key.", st.merged);
   counter("walhook_claimed_total", "Persisted deliveries claimed back for an attempt.", st.claimed);
+  counter("walhook_endpoints_disabled_total", "Endpoints disabled by walhook (410, or failing for days).",
+          st.disabled_endpoints);
   counter("walhook_sessions_total", "Replication sessions started.", st.sessions);
   gauge("walhook_queued", "Deliveries waiting in memory.", static_cast<double>(st.queued));
   gauge("walhook_in_flight", "Attempts in flight.", static_cast<double>(st.in_flight));
   gauge("walhook_state_store_backlog", "Writes waiting for the state store.", static_cast<double>(st.store_backlog));
   gauge("walhook_streaming", "1 while this instance streams the slot.", st.streaming ? 1.0 : 0.0);
-  auto lsn = wal::lsn::parse(st.confirmed_lsn);
-  gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (bytes).",
-        lsn ? static_cast<double>(lsn->value()) : 0.0);
-  return out;
+  auto confirmed = self->stream.confirmed();
+  auto received = self->stream.received();
+  gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).", static_cast<double>(confirmed.value()));
+  gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
+        static_cast<double>(wal::bytes_between(received, confirmed)));
+  gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", self->lag_seconds());
+
+  header("walhook_attempt_duration_seconds", "histogram", "Duration of delivery attempts.");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < impl::latency_buckets.size(); ++i) {
+    cumulative += self->latency_counts[i];
+    out += fmt::format("walhook_attempt_duration_seconds_bucket{{le=\"{}\"}} {}\n", impl::latency_buckets[i], cumulative);
+  }
+  cumulative += self->latency_counts.back();
+  out += fmt::format("walhook_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
+  out += fmt::format("walhook_attempt_duration_seconds_sum {}\nwalhook_attempt_duration_seconds_count {}\n",
+                     self->latency_sum_s, cumulative);
+
+  header("walhook_endpoint_queued", "gauge", "Deliveries waiting in memory, per endpoint.");
+  for (auto& [id, e] : self->endpoints) out += fmt::format("walhook_endpoint_queued{{endpoint=\"{}\"}} {}\n", id, self->sched.queued(id));
+  header("walhook_endpoint_in_flight", "gauge", "Attempts in flight, per endpoint.");
+  for (auto& [id, e] : self->endpoints)
+    out += fmt::format("walhook_endpoint_in_flight{{endpoint=\"{}\"}} {}\n", id, self->sched.in_flight(id));
+  // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
+  header("walhook_endpoint_oldest_pending_age_seconds", "gauge",
+         "Age of the oldest event not yet delivered to the endpoint (persisted deliveries).");
+  if (auto conn = co_await self->store.reader()) {
+    auto res = co_await (*conn)->async_exec(
+        "SELECT endpoint_id, extract(epoch FROM now() - min(event_created_at)) FROM walhook.deliveries "
+        "WHERE status IN ('pending', 'sending') GROUP BY endpoint_id",
+        pg::params{}, 5s);
+    if (res)
+      for (int r = 0; r < res->rows(); ++r)
+        out += fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}} {}\n", res->value(r, 0),
+                           res->value(r, 1));
+  }
+  co_return out;
 }
 
 }  // namespace walhook::relay

@@ -54,8 +54,10 @@ class engine {
   void request_stop();
 
   engine_stats stats() const;
-  /// Prometheus text exposition of the stats and per-endpoint gauges.
-  std::string metrics_text() const;
+  /// Prometheus text exposition (version 0.0.4): counters, per-endpoint gauges (queued, in
+  /// flight, oldest pending age in seconds — read from walhook.deliveries), the attempt latency
+  /// histogram, slot lag (bytes, seconds) and the confirmed LSN.
+  boost::asio::awaitable<std::string> metrics_text();
   bool streaming() const;
 
  private:

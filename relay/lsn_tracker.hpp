@@ -39,6 +39,8 @@ class lsn_tracker {
   wal::lsn confirmable() const { return confirmed_; }
   /// Transactions not yet confirmable (open, or waiting for deliveries).
   std::size_t open_transactions() const { return txns_.size(); }
+  /// Ticket of the oldest transaction not yet confirmable, 0 if none.
+  ticket oldest_open() const { return txns_.empty() ? 0 : first_; }
   /// Deliveries held across all open transactions.
   std::uint64_t held() const { return held_; }
 

@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   c_run->add_option("--retention-days", retention_days, "Outbox rows and finished deliveries are deleted after this")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c_run->add_option("--admin-listen", run.admin_listen,
+                    "Serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT, e.g. 127.0.0.1:9187");
   c_run->add_option("--instance-name", run.instance_name, "Name shown to standbys and in pg_stat_activity (default host:pid)");
 
   // endpoint

@@ -306,3 +306,33 @@ latency_summary summarize(std::vector<double> ms) {
 }
 
 }  // namespace walhook::test
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+namespace walhook::test {
+
+std::pair<unsigned, std::string> http_get(unsigned short port, const std::string& path) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) return {0, ec.message()};
+  http::request<http::empty_body> req{http::verb::get, path, 11};
+  req.set(http::field::host, "127.0.0.1");
+  http::write(stream, req, ec);
+  if (ec) return {0, ec.message()};
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res, ec);
+  if (ec) return {0, ec.message()};
+  return {res.result_int(), res.body()};
+}
+
+}  // namespace walhook::test

@@ -144,3 +144,8 @@ struct latency_summary {
 latency_summary summarize(std::vector<double> ms);
 
 }  // namespace walhook::test
+
+namespace walhook::test {
+/// GET http://127.0.0.1:<port><path> (blocking, 5 s); returns {status, body}, status 0 on failure.
+std::pair<unsigned, std::string> http_get(unsigned short port, const std::string& path);
+}  // namespace walhook::test

@@ -41,7 +41,8 @@ TEST_CASE("1,000 events over 3 tenants and 5 endpoints arrive signed, exact, and
     rcv->set_behaviour(e.path, b);
   }
 
-  test::walhook_process walhook(test::run_args(url, slot));
+  int admin_port = relay::free_tcp_port();
+  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", fmt::format("127.0.0.1:{}", admin_port)}));
   walhook.start();
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'e2e'") == "t"; }, 20s));
 
@@ -120,6 +121,19 @@ TEST_CASE("1,000 events over 3 tenants and 5 endpoints arrive signed, exact, and
   // The two failed attempts were persisted and then marked delivered.
   CHECK(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status <> 'delivered'") == "0");
   CHECK(test::query_value(db, "SELECT count(*) FROM walhook.deliveries") != "0");
+
+  // The admin endpoint: ready while streaming, and the metrics count what happened.
+  auto port = static_cast<unsigned short>(admin_port);
+  CHECK(test::http_get(port, "/healthz").first == 200);
+  CHECK(test::http_get(port, "/readyz").first == 200);
+  auto [status, metrics] = test::http_get(port, "/metrics");
+  CHECK(status == 200);
+  CHECK(metrics.find("walhook_events_total 1000\n") != std::string::npos);
+  CHECK(metrics.find(fmt::format("walhook_delivered_total {}\n", expected.size())) != std::string::npos);
+  CHECK(metrics.find("walhook_failed_attempts_total 2\n") != std::string::npos);
+  CHECK(metrics.find("walhook_attempt_duration_seconds_count") != std::string::npos);
+  CHECK(metrics.find("walhook_endpoint_in_flight{endpoint=") != std::string::npos);
+  if (status != 200 || metrics.find("walhook_events_total 1000") == std::string::npos) MESSAGE(metrics);
 
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(20s) == 0);
