@@ -336,19 +336,25 @@ void preflight(const run_options& o) {
     throw cli_error(fmt::format("wal_level is '{}': walhook needs wal_level = logical "
                                 "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
                                 level.value(0, 0)));
-  require_schema(db);
   auto role = db.exec("SELECT current_user, rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user");
   if (role.rows() == 0 || role.value(0, 1) != "t")
     throw cli_error(fmt::format("role \"{}\" may not stream a replication slot: it needs the REPLICATION attribute "
                                 "(ALTER ROLE \"{}\" REPLICATION)",
                                 role.rows() ? role.value(0, 0) : "?", role.rows() ? role.value(0, 0) : "?"));
+  const char* missing_privileges = "missing privileges on the walhook tables (see sql/roles.sql for the walhook_relay role)";
+  try {
+    require_schema(db);
+  } catch (const cli_error& e) {
+    if (std::string_view(e.what()).find("permission denied") != std::string_view::npos) throw cli_error(missing_privileges);
+    throw;
+  }
   auto privs = db.exec(
       "SELECT has_table_privilege('walhook.deliveries', 'SELECT, INSERT, UPDATE, DELETE') "
       "AND has_table_privilege('walhook.endpoint_health', 'SELECT, INSERT, UPDATE') "
       "AND has_table_privilege('walhook.endpoints', 'SELECT, UPDATE') "
-      "AND has_table_privilege('walhook.outbox', 'SELECT')");
-  if (privs.value(0, 0) != "t")
-    throw cli_error("missing privileges on the walhook tables (see sql/roles.sql for the walhook_relay role)");
+      "AND has_table_privilege('walhook.outbox', 'SELECT, DELETE') "
+      "AND has_table_privilege('walhook.slot_progress', 'SELECT, INSERT, UPDATE, DELETE')");
+  if (privs.value(0, 0) != "t") throw cli_error(missing_privileges);
   for (const auto& pub : o.publications) {
     pg::params p{pub};
     if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)

@@ -2,13 +2,15 @@
 -- Passwords are placeholders: set real ones (or use certificates) before use.
 --
 --   walhook_relay : what `walhook run` needs — stream the slot (REPLICATION), read the outbox
---                   and endpoints, write delivery state and health, disable endpoints.
+--                   and endpoints, write delivery state and health, disable endpoints, expire
+--                   old outbox rows.
 --   walhook_app   : what the application needs — publish events, nothing else.
 --   walhook_admin : what operators need for `walhook endpoint|status|replay|events`.
 
 CREATE ROLE walhook_relay LOGIN REPLICATION PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_relay;
 GRANT SELECT ON walhook.outbox, walhook.endpoints TO walhook_relay;
+GRANT DELETE ON walhook.outbox TO walhook_relay;  -- retention (30 days)
 GRANT UPDATE (status, updated_at) ON walhook.endpoints TO walhook_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.deliveries, walhook.endpoint_health, walhook.slot_progress
   TO walhook_relay;
@@ -16,7 +18,7 @@ GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhoo
 
 CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_app;
-GRANT INSERT ON walhook.outbox TO walhook_app;
+GRANT INSERT, SELECT (id) ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
 GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;
 

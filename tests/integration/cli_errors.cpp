@@ -1,0 +1,115 @@
+// Clear one-line errors (issue 2): bad flags, an unreachable database, wal_level not logical,
+// a missing schema, missing privileges. Each exits 1 with a message that says what to do.
+
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+
+using namespace walhook;
+
+namespace {
+
+struct outcome {
+  int code;
+  std::string output;
+};
+
+outcome run_cli(const std::vector<std::string>& args) {
+  outcome o;
+  o.code = test::run_walhook(args, o.output);
+  return o;
+}
+
+bool one_line(const std::string& s) {
+  auto trimmed = s;
+  while (!trimmed.empty() && trimmed.back() == '\n') trimmed.pop_back();
+  return trimmed.find('\n') == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("bad flags and unreachable databases") {
+  auto missing = run_cli({"run"});
+  CHECK(missing.code != 0);
+  CHECK(missing.output.find("--database-url is required") != std::string::npos);
+
+  auto bad_number = run_cli({"run", "--database-url", "postgresql://x", "--max-in-flight", "many"});
+  CHECK(bad_number.code != 0);
+  CHECK(bad_number.output.find("--max-in-flight") != std::string::npos);
+
+  int closed = relay::free_tcp_port();
+  auto refused = run_cli({"run", "--database-url", "postgresql://postgres@127.0.0.1:" + std::to_string(closed) + "/x"});
+  CHECK(refused.code == 1);
+  CHECK(refused.output.starts_with("walhook: cannot connect to PostgreSQL:"));
+  CHECK(one_line(refused.output));
+
+  auto bad_json = run_cli({"send", "--database-url", "postgresql://x", "--tenant", "t", "--type", "x", "--data", "{nope"});
+  CHECK(bad_json.code == 1);
+  CHECK(bad_json.output.starts_with("walhook: --data is not valid JSON"));
+}
+
+TEST_CASE("a database that was never migrated, and a role without REPLICATION") {
+  auto& pg = test::cluster();
+  pg.psql("CREATE DATABASE never_migrated");
+  auto unmigrated = run_cli({"run", "--database-url", pg.url("never_migrated")});
+  CHECK(unmigrated.code == 1);
+  CHECK(unmigrated.output == "walhook: the walhook schema is missing: run `walhook migrate` first\n");
+
+  std::string url = test::fresh_database("privileges");
+  pg.psql("CREATE ROLE plain LOGIN");
+  std::string plain = url;
+  plain.replace(plain.find("postgres@"), 9, "plain@");
+  auto no_replication = run_cli({"run", "--database-url", plain});
+  CHECK(no_replication.code == 1);
+  CHECK(no_replication.output.find("needs the REPLICATION attribute") != std::string::npos);
+  CHECK(one_line(no_replication.output));
+
+  pg.psql("ALTER ROLE plain REPLICATION");
+  auto no_grants = run_cli({"run", "--database-url", plain});
+  CHECK(no_grants.code == 1);
+  CHECK(no_grants.output.find("missing privileges on the walhook tables") != std::string::npos);
+}
+
+TEST_CASE("wal_level not logical") {
+  relay::embedded_postgres_options o;
+  o.settings = {"wal_level=replica"};
+  relay::embedded_postgres replica(o);
+  auto migrate = run_cli({"migrate", "--database-url", replica.url()});
+  CHECK(migrate.code == 1);
+  CHECK(migrate.output.find("wal_level is 'replica': walhook needs wal_level = logical") != std::string::npos);
+  auto run = run_cli({"run", "--database-url", replica.url()});
+  CHECK(run.code == 1);
+  CHECK(run.output == "walhook: wal_level is 'replica': walhook needs wal_level = logical "
+                      "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)\n");
+}
+
+TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish events") {
+  auto& pg = test::cluster();
+  std::string url = test::fresh_database("roles");
+  std::string out;
+  REQUIRE(relay::run_process({"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f",
+                              std::string(WALHOOK_SOURCE_DIR) + "/sql/roles.sql"},
+                             "", out) == 0);
+  auto as = [&](const std::string& role) {
+    std::string u = url;
+    return u.replace(u.find("postgres@"), 9, role + ":change-me@");
+  };
+  test::receiver_thread rcv;
+  auto added = run_cli({"endpoint", "add", "--database-url", as("walhook_admin"), "--tenant", "t", "--url", rcv->url("/a")});
+  REQUIRE(added.code == 0);
+  test::walhook_process relay(test::run_args(as("walhook_relay"), "roles"));
+  relay.start();
+  relay::blocking_db app(as("walhook_app"));
+  REQUIRE(test::eventually([&] { return relay.count_in_log("\"replication.streaming\"") == 1; }, std::chrono::seconds(20)));
+  pg::params p{"t", "x", "{}"};
+  std::string id = test::query_value(app, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
+  CHECK(test::eventually([&] { return rcv->count("/a") == 1; }, std::chrono::seconds(20)));
+  CHECK_THROWS(app.exec("SELECT * FROM walhook.deliveries"));  // the application sees nothing else
+  auto status = run_cli({"status", "--database-url", as("walhook_admin")});
+  CHECK(status.code == 0);
+  relay.signal(SIGTERM);
+  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  (void)pg;
+}
