@@ -1,0 +1,209 @@
+// The state store's SQL against a real PostgreSQL (DESIGN §5, issue 3/4): batched upserts keyed
+// by (endpoint, event), merges by merge key (in one batch and across batches, never back to an
+// older event), no regression of delivered rows, superseded failures, fair claims, stale
+// 'sending' rows, progress.
+
+#include "sql/state_store.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <doctest/doctest.h>
+
+#include <boost/asio/detached.hpp>
+
+#include <map>
+#include <set>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+struct fixture {
+  explicit fixture(const std::string& name) : url(test::fresh_database(name)), db(url) {
+    sql::state_store_options o;
+    o.conninfo = url;
+    store = std::make_unique<sql::state_store>(ioc.get_executor(), o);
+    asio::co_spawn(ioc, store->run(), asio::detached);
+  }
+  ~fixture() {
+    store->stop(std::chrono::steady_clock::now() + 5s);
+    ioc.run_for(5s);
+  }
+  /// Runs the io_context until every queued write is committed.
+  void flush() {
+    for (int i = 0; i < 500 && store->backlog() > 0; ++i) ioc.run_for(10ms);
+    REQUIRE(store->backlog() == 0);
+  }
+  template <class T>
+  T run(asio::awaitable<T> a) {
+    auto f = asio::co_spawn(ioc, std::move(a), asio::use_future);
+    while (f.wait_for(0s) != std::future_status::ready) ioc.run_for(5ms);
+    return f.get();
+  }
+  std::string event(const std::string& tenant = "t") {
+    pg::params p{tenant, "x", "{}"};
+    return test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
+  }
+  std::string value(const std::string& sql, const pg::params& p = {}) { return test::query_value(db, sql, p); }
+  sql::upsert_delivery pending(const std::string& event_id, std::uint64_t lsn, std::optional<std::string> key = {},
+                               std::int64_t endpoint = 1) {
+    sql::upsert_delivery u;
+    u.endpoint_id = endpoint;
+    u.event_id = event_id;
+    u.merge_key = std::move(key);
+    u.event_created_at = "2026-11-30T00:00:00Z";
+    u.commit_lsn = lsn;
+    u.status = sql::delivery_status::pending;
+    u.next_attempt_at = std::chrono::system_clock::now() - 1s;
+    return u;
+  }
+
+  asio::io_context ioc;
+  std::string url;
+  relay::blocking_db db;
+  std::unique_ptr<sql::state_store> store;
+};
+
+}  // namespace
+
+TEST_CASE("upserts are keyed by (endpoint, event), batched, and never regress a delivered row") {
+  fixture f("ss_upsert");
+  std::string e = f.event();
+  int durable = 0;
+  f.store->enqueue(f.pending(e, 100), [&] { ++durable; });
+  f.flush();
+  CHECK(durable == 1);
+  CHECK(f.value("SELECT status || ' ' || attempts FROM walhook.deliveries") == "pending 0");
+  // The same event again (a redelivery after a crash) maps onto the row.
+  auto again = f.pending(e, 100);
+  again.attempts = 1;
+  f.store->enqueue(again);
+  f.flush();
+  CHECK(f.value("SELECT count(*) || ' ' || max(attempts) FROM walhook.deliveries") == "1 1");
+  auto done = f.pending(e, 100);
+  done.status = sql::delivery_status::delivered;
+  f.store->enqueue(done);
+  f.flush();
+  CHECK(f.value("SELECT status || ' ' || (delivered_at IS NOT NULL) FROM walhook.deliveries") == "delivered true");
+  f.store->enqueue(f.pending(e, 100));  // a late pending never regresses it
+  f.flush();
+  CHECK(f.value("SELECT status FROM walhook.deliveries") == "delivered");
+  // Many writes commit as few batches.
+  auto before = f.store->batches_committed();
+  for (int i = 0; i < 2000; ++i) f.store->enqueue(f.pending(f.event(), 200 + static_cast<std::uint64_t>(i), std::nullopt, 2));
+  f.flush();
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = 2") == "2000");
+  CHECK(f.store->batches_committed() - before <= 3);
+}
+
+TEST_CASE("merge: newest event per (endpoint, merge key) wins, within and across batches, never an older one") {
+  fixture f("ss_merge");
+  std::vector<std::string> ev;
+  for (int i = 0; i < 6; ++i) ev.push_back(f.event());
+  // One batch with three versions of one entity: only the newest is written.
+  f.store->enqueue(f.pending(ev[0], 10, "k"));
+  f.store->enqueue(f.pending(ev[1], 20, "k"));
+  f.store->enqueue(f.pending(ev[2], 30, "k"));
+  f.flush();
+  CHECK(f.value("SELECT event_id::text FROM walhook.deliveries WHERE merge_key = 'k'") == ev[2]);
+  // A later batch with a newer version replaces it in place.
+  f.store->enqueue(f.pending(ev[3], 40, "k"));
+  f.flush();
+  CHECK(f.value("SELECT event_id::text || ' ' || merged_count FROM walhook.deliveries WHERE merge_key = 'k'") == ev[3] + " 1");
+  // An older version arriving later (a failure persisted after a newer spill) is merged away.
+  f.store->enqueue(f.pending(ev[4], 35, "k"));
+  f.flush();
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE merge_key = 'k'") == "1");
+  CHECK(f.value("SELECT event_id::text FROM walhook.deliveries WHERE merge_key = 'k'") == ev[3]);
+  // Other endpoints and keyless events (facts) never merge.
+  f.store->enqueue(f.pending(ev[5], 50, "k", 2));
+  f.store->enqueue(f.pending(ev[0], 10, std::nullopt, 3));
+  f.store->enqueue(f.pending(ev[1], 20, std::nullopt, 3));
+  f.flush();
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries") == "4");
+}
+
+TEST_CASE("claims are fair per endpoint, move rows to sending, and failures merge into newer pending rows") {
+  fixture f("ss_claim");
+  for (int i = 0; i < 50; ++i) f.store->enqueue(f.pending(f.event(), 100 + static_cast<std::uint64_t>(i), std::nullopt, 1));
+  for (int i = 0; i < 3; ++i) f.store->enqueue(f.pending(f.event(), 200 + static_cast<std::uint64_t>(i), std::nullopt, 2));
+  f.flush();
+  auto claimed = f.run(f.store->claim_due({{1, 4, false}, {2, 4, false}}));
+  REQUIRE(claimed.has_value());
+  std::map<std::int64_t, int> per_endpoint;
+  for (auto& c : *claimed) {
+    ++per_endpoint[c.endpoint_id];
+    CHECK_FALSE(c.event_missing);
+    CHECK(c.payload == "{}");
+    CHECK(c.event_created_at.ends_with("Z"));
+  }
+  CHECK(per_endpoint[1] == 4);  // the big backlog does not starve the small one
+  CHECK(per_endpoint[2] == 3);
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'sending'") == "7");
+
+  // A claimed (sending) delivery with a merge key fails while a newer one is pending: it goes.
+  std::string old_event = f.event(), new_event = f.event();
+  f.store->enqueue(f.pending(old_event, 300, "entity", 3));
+  f.flush();
+  auto c3 = f.run(f.store->claim_due({{3, 1, false}}));
+  REQUIRE(c3.has_value());
+  REQUIRE(c3->size() == 1);
+  f.store->enqueue(f.pending(new_event, 310, "entity", 3));  // newer version while the old is in flight
+  f.flush();
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = 3") == "2");
+  sql::update_delivery failed;
+  failed.row_id = c3->front().row_id;
+  failed.status = sql::delivery_status::pending;
+  failed.attempts = 1;
+  failed.next_attempt_at = std::chrono::system_clock::now() + 30s;
+  f.store->enqueue(failed);
+  f.flush();
+  CHECK(f.value("SELECT count(*) || ' ' || max(event_id::text) FROM walhook.deliveries WHERE endpoint_id = 3") == "1 " + new_event);
+
+  // Stale 'sending' rows (a crashed process) go back to pending.
+  auto reset = f.run(f.store->reset_stale_sending(0s));
+  REQUIRE(reset.has_value());
+  CHECK(*reset == 7);
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'sending'") == "0");
+}
+
+TEST_CASE("aggregate-ordered claims: the oldest of each aggregate only, none while one is being sent") {
+  fixture f("ss_order");
+  auto with_agg = [&](std::uint64_t lsn, const std::string& agg) {
+    auto u = f.pending(f.event(), lsn, std::nullopt, 1);
+    u.aggregate_id = agg;
+    return u;
+  };
+  f.store->enqueue(with_agg(10, "A"));
+  f.store->enqueue(with_agg(20, "A"));
+  f.store->enqueue(with_agg(15, "B"));
+  f.store->enqueue(with_agg(25, "B"));
+  f.flush();
+  auto first = f.run(f.store->claim_due({{1, 10, true}}));
+  REQUIRE(first.has_value());
+  std::set<std::uint64_t> lsns;
+  for (auto& c : *first) lsns.insert(c.commit_lsn);
+  CHECK(lsns == std::set<std::uint64_t>{10, 15});
+  auto second = f.run(f.store->claim_due({{1, 10, true}}));  // A and B are both in flight
+  REQUIRE(second.has_value());
+  CHECK(second->empty());
+}
+
+TEST_CASE("slot progress is recorded and only moves forward") {
+  fixture f("ss_progress");
+  f.store->enqueue(sql::progress_write{"s", 1000});
+  f.store->enqueue(sql::progress_write{"s", 900});
+  f.flush();
+  auto p = f.run(f.store->load_progress("s"));
+  REQUIRE(p.has_value());
+  CHECK(*p == 1000);
+  f.store->enqueue(sql::progress_write{"s", 800});
+  f.flush();
+  CHECK(*f.run(f.store->load_progress("s")) == 1000);
+  CHECK(*f.run(f.store->load_progress("other")) == 0);
+}
