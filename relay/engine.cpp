@@ -263,9 +263,21 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
   // ---------------------------------------------------------------- spilling and persisting
 
-  sql::upsert_delivery upsert_of(const job& j, sql::delivery_status status, int attempts,
-                                 std::optional<system_clock::time_point> next_at, std::optional<int> last_status,
-                                 std::optional<std::string> last_error, bool attempted) {
+  /// Persists a job's state; its ticket is released once durable.
+  void persist(const job& j, sql::delivery_outcome outcome) {
+    if (outcome.status == sql::delivery_status::pending) {
+      backlog.insert(j.endpoint_id);
+      ++counters.spilled;
+    }
+    if (outcome.status == sql::delivery_status::dead) ++counters.dead;
+    auto durable = [self = shared_from_this(), t = j.ticket, wake_claims = outcome.status == sql::delivery_status::pending] {
+      self->release(t);
+      if (wake_claims) self->request_claim();
+    };
+    if (j.row_id) {
+      store.enqueue(sql::update_delivery{*j.row_id, std::move(outcome)}, std::move(durable));
+      return;
+    }
     sql::upsert_delivery w;
     w.endpoint_id = j.endpoint_id;
     w.event_id = j.ev->id;
@@ -273,50 +285,20 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     w.merge_key = j.ev->merge_key;
     w.event_created_at = j.ev->created_at;
     w.commit_lsn = j.ev->commit_lsn;
-    w.status = status;
-    w.attempts = attempts;
-    w.next_attempt_at = next_at;
-    if (attempted) w.last_attempt_at = system_now();
-    w.last_status = last_status;
-    w.last_error = std::move(last_error);
-    return w;
+    w.outcome = std::move(outcome);
+    store.enqueue(std::move(w), std::move(durable));
   }
 
-  /// Persists a job's state; its ticket is released once durable.
-  void persist(const job& j, sql::delivery_status status, int attempts, std::optional<system_clock::time_point> next_at,
-               std::optional<int> last_status, std::optional<std::string> last_error, bool attempted) {
-    if (status == sql::delivery_status::pending) {
-      backlog.insert(j.endpoint_id);
-      ++counters.spilled;
-    }
-    if (status == sql::delivery_status::dead) ++counters.dead;
-    bool wake_claims = status == sql::delivery_status::pending;
-    auto self = shared_from_this();
-    if (j.row_id) {
-      sql::update_delivery u;
-      u.row_id = *j.row_id;
-      u.status = status;
-      u.attempts = attempts;
-      u.next_attempt_at = next_at;
-      if (attempted) u.last_attempt_at = system_now();
-      u.last_status = last_status;
-      u.last_error = std::move(last_error);
-      store.enqueue(std::move(u), [self, t = j.ticket, wake_claims] {
-        self->release(t);
-        if (wake_claims) self->request_claim();
-      });
-      return;
-    }
-    store.enqueue(upsert_of(j, status, attempts, next_at, last_status, std::move(last_error), attempted),
-                  [self, t = j.ticket, wake_claims] {
-                    self->release(t);
-                    if (wake_claims) self->request_claim();
-                  });
+  /// The outcome of an attempt made now.
+  static sql::delivery_outcome after_attempt(sql::delivery_status status, int attempts,
+                                         std::optional<system_clock::time_point> next_at, std::optional<int> last_status,
+                                         std::optional<std::string> last_error) {
+    return {status, attempts, next_at, system_now(), last_status, std::move(last_error)};
   }
 
   void spill(const job& j, std::optional<system_clock::time_point> next_at, std::optional<std::string> reason = {}) {
-    persist(j, sql::delivery_status::pending, j.attempts, next_at.value_or(system_now()), std::nullopt, std::move(reason),
-            false);
+    persist(j, {sql::delivery_status::pending, j.attempts, next_at.value_or(system_now()), std::nullopt, std::nullopt,
+                std::move(reason)});
   }
 
   void spill_all(std::vector<job> jobs, std::optional<system_clock::time_point> next_at, std::string reason) {
@@ -325,8 +307,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
   void dead(const job& j, std::string reason, std::optional<int> last_status = {}, bool attempted = false) {
     log::warn("delivery.dead", {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", reason}});
-    persist(j, sql::delivery_status::dead, j.attempts + (attempted ? 1 : 0), std::nullopt, last_status,
-            std::move(reason), attempted);
+    persist(j, {sql::delivery_status::dead, j.attempts + (attempted ? 1 : 0), std::nullopt,
+                attempted ? std::optional(system_now()) : std::nullopt, last_status, std::move(reason)});
   }
 
   // ---------------------------------------------------------------- routing and scheduling
@@ -476,13 +458,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
           write_health(endpoint_id, breaker, status, std::nullopt, false, std::nullopt);
           log::info("endpoint.recovered", {{"endpoint_id", endpoint_id}});
         }
-        if (j.row_id) {
-          persist(j, sql::delivery_status::delivered, attempts, std::nullopt, status, std::nullopt, true);
-        } else if (options.record == record_mode::all) {
-          persist(j, sql::delivery_status::delivered, attempts, std::nullopt, status, std::nullopt, true);
-        } else {
+        if (j.row_id || options.record == record_mode::all)
+          persist(j, after_attempt(sql::delivery_status::delivered, attempts, std::nullopt, status, std::nullopt));
+        else
           release(j.ticket);
-        }
         if (backlog.contains(endpoint_id)) request_claim();
         break;
       }
@@ -507,7 +486,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         } else {
           auto next_at = decision.next_attempt_at;
           if (breaker.paused_until && *breaker.paused_until > next_at) next_at = *breaker.paused_until;
-          persist(j, sql::delivery_status::pending, attempts, next_at, status, outcome.error, true);
+          persist(j, after_attempt(sql::delivery_status::pending, attempts, next_at, status, outcome.error));
         }
         log::debug("delivery.failed", {{"endpoint_id", endpoint_id}, {"event_id", j.ev->id}, {"error", outcome.error},
                                        {"attempts", attempts}});

@@ -231,6 +231,14 @@ ON CONFLICT (slot_name) DO UPDATE
    SET confirmed_lsn = greatest(p.confirmed_lsn, excluded.confirmed_lsn), updated_at = now()
 )sql";
 
+void put_outcome(json_writer& j, const delivery_outcome& o) {
+  j.field("status", to_string(o.status)).field("attempts", o.attempts);
+  put_time(j, "next_attempt_at", o.next_attempt_at);
+  put_time(j, "last_attempt_at", o.last_attempt_at);
+  put_int(j, "last_status", o.last_status);
+  j.field("last_error", o.last_error);
+}
+
 struct queued_write {
   std::variant<upsert_delivery, update_delivery, health_write, progress_write> write;
   state_store::callback on_durable;
@@ -290,12 +298,13 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
   for (std::size_t i = 0; i < n; ++i)
     if (const auto* u = std::get_if<upsert_delivery>(&queue[i].write);
-        u && u->merge_key && u->status == delivery_status::pending)
+        u && u->merge_key && u->outcome.status == delivery_status::pending)
       newest_by_key[{u->endpoint_id, *u->merge_key}] = i;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& w = queue[i].write;
     if (const auto* u = std::get_if<upsert_delivery>(&w)) {
-      if (u->merge_key && u->status == delivery_status::pending && newest_by_key[{u->endpoint_id, *u->merge_key}] != i)
+      if (u->merge_key && u->outcome.status == delivery_status::pending &&
+          newest_by_key[{u->endpoint_id, *u->merge_key}] != i)
         continue;
       any_upsert = true;
       upserts.begin_object()
@@ -304,26 +313,17 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
           .field("event_id", u->event_id)
           .field("aggregate_id", u->aggregate_id)
           .field("merge_key", u->merge_key)
-          .field("status", to_string(u->status))
-          .field("attempts", u->attempts);
-      put_time(upserts, "next_attempt_at", u->next_attempt_at);
-      put_time(upserts, "last_attempt_at", u->last_attempt_at);
-      put_int(upserts, "last_status", u->last_status);
-      upserts.field("last_error", u->last_error).field("event_created_at", u->event_created_at);
+          .field("event_created_at", u->event_created_at);
       upserts.key("commit_lsn");
       if (u->commit_lsn) upserts.string(lsn_text(u->commit_lsn));
       else upserts.null();
+      put_outcome(upserts, u->outcome);
       upserts.end_object();
     } else if (const auto* d = std::get_if<update_delivery>(&w)) {
       any_update = true;
-      updates.begin_object()
-          .field("id", d->row_id)
-          .field("status", to_string(d->status))
-          .field("attempts", d->attempts);
-      put_time(updates, "next_attempt_at", d->next_attempt_at);
-      put_time(updates, "last_attempt_at", d->last_attempt_at);
-      put_int(updates, "last_status", d->last_status);
-      updates.field("last_error", d->last_error).end_object();
+      updates.begin_object().field("id", d->row_id);
+      put_outcome(updates, d->outcome);
+      updates.end_object();
     } else if (const auto* h = std::get_if<health_write>(&w)) {
       latest_health[h->endpoint_id] = h;
     } else if (const auto* p = std::get_if<progress_write>(&w)) {

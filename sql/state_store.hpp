@@ -33,11 +33,21 @@ namespace walhook::sql {
 enum class delivery_status { pending, delivered, dead };
 std::string_view to_string(delivery_status s);
 
+/// Where a delivery stands after an attempt (or without one, when it is spilled).
+struct delivery_outcome {
+  delivery_status status = delivery_status::pending;
+  int attempts = 0;  ///< attempts made so far
+  std::optional<system_clock::time_point> next_attempt_at;
+  std::optional<system_clock::time_point> last_attempt_at;
+  std::optional<int> last_status;         ///< HTTP status of the last attempt
+  std::optional<std::string> last_error;  ///< readable reason of the last failure
+};
+
 /// A delivery known only in memory so far, written by (endpoint, event): spilled as pending,
 /// recorded as delivered (--record=all) or dead. A pending one with a merge key replaces the
-/// pending row with the same (endpoint, merge key) instead of adding one (merge). A row that
-/// already exists for (endpoint, event) — a redelivery after a crash — is updated, never
-/// regressed from delivered.
+/// pending row with the same (endpoint, merge key) instead of adding one (merge) — unless that
+/// row holds a newer event, which then supersedes this one. A row that already exists for
+/// (endpoint, event) — a redelivery after a crash — is updated, never regressed from delivered.
 struct upsert_delivery {
   std::int64_t endpoint_id = 0;
   std::string event_id;
@@ -45,24 +55,14 @@ struct upsert_delivery {
   std::optional<std::string> merge_key;
   std::string event_created_at;  ///< ISO 8601
   std::uint64_t commit_lsn = 0;
-  delivery_status status = delivery_status::pending;
-  int attempts = 0;
-  std::optional<system_clock::time_point> next_attempt_at;
-  std::optional<system_clock::time_point> last_attempt_at;
-  std::optional<int> last_status;
-  std::optional<std::string> last_error;
+  delivery_outcome outcome;
 };
 
 /// The outcome of an attempt on a persisted delivery (by row id). Going back to pending while a
 /// newer pending delivery with the same merge key exists deletes this row instead (merged).
 struct update_delivery {
   std::int64_t row_id = 0;
-  delivery_status status = delivery_status::pending;
-  int attempts = 0;
-  std::optional<system_clock::time_point> next_attempt_at;
-  std::optional<system_clock::time_point> last_attempt_at;
-  std::optional<int> last_status;
-  std::optional<std::string> last_error;
+  delivery_outcome outcome;
 };
 
 /// walhook.endpoint_health, whole row (the in-memory breaker is authoritative while running).

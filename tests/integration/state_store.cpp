@@ -58,8 +58,8 @@ struct fixture {
     u.merge_key = std::move(key);
     u.event_created_at = "2026-11-30T00:00:00Z";
     u.commit_lsn = lsn;
-    u.status = sql::delivery_status::pending;
-    u.next_attempt_at = std::chrono::system_clock::now() - 1s;
+    u.outcome.status = sql::delivery_status::pending;
+    u.outcome.next_attempt_at = std::chrono::system_clock::now() - 1s;
     return u;
   }
 
@@ -81,12 +81,12 @@ TEST_CASE("upserts are keyed by (endpoint, event), batched, and never regress a 
   CHECK(f.value("SELECT status || ' ' || attempts FROM walhook.deliveries") == "pending 0");
   // The same event again (a redelivery after a crash) maps onto the row.
   auto again = f.pending(e, 100);
-  again.attempts = 1;
+  again.outcome.attempts = 1;
   f.store->enqueue(again);
   f.flush();
   CHECK(f.value("SELECT count(*) || ' ' || max(attempts) FROM walhook.deliveries") == "1 1");
   auto done = f.pending(e, 100);
-  done.status = sql::delivery_status::delivered;
+  done.outcome.status = sql::delivery_status::delivered;
   f.store->enqueue(done);
   f.flush();
   CHECK(f.value("SELECT status || ' ' || (delivered_at IS NOT NULL) FROM walhook.deliveries") == "delivered true");
@@ -158,9 +158,9 @@ TEST_CASE("claims are fair per endpoint, move rows to sending, and failures merg
   CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = 3") == "2");
   sql::update_delivery failed;
   failed.row_id = c3->front().row_id;
-  failed.status = sql::delivery_status::pending;
-  failed.attempts = 1;
-  failed.next_attempt_at = std::chrono::system_clock::now() + 30s;
+  failed.outcome.status = sql::delivery_status::pending;
+  failed.outcome.attempts = 1;
+  failed.outcome.next_attempt_at = std::chrono::system_clock::now() + 30s;
   f.store->enqueue(failed);
   f.flush();
   CHECK(f.value("SELECT count(*) || ' ' || max(event_id::text) FROM walhook.deliveries WHERE endpoint_id = 3") == "1 " + new_event);
