@@ -48,8 +48,49 @@ bool parse_level(std::string_view text, level& out) {
   return true;
 }
 
+namespace {
+
+/// Length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlongs, no
+/// surrogates, nothing above U+10FFFF), or 0 if it is not one.
+std::size_t utf8_sequence(std::string_view s) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  auto cont = [&](std::size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
+  unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0;  // surrogates
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
 void append_json_escaped(std::string& out, std::string_view text) {
-  for (unsigned char c : text) {
+  while (!text.empty()) {
+    unsigned char c = static_cast<unsigned char>(text.front());
+    if (c >= 0x80) {
+      // Text from outside (an HTTP header, a server message) may not be UTF-8; JSON and
+      // PostgreSQL need it to be. Invalid bytes become U+FFFD.
+      std::size_t n = utf8_sequence(text);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+        text.remove_prefix(1);
+      } else {
+        out.append(text.substr(0, n));
+        text.remove_prefix(n);
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -62,6 +103,7 @@ void append_json_escaped(std::string& out, std::string_view text) {
         if (c < 0x20) out += fmt::format("\\u{:04x}", c);
         else out += static_cast<char>(c);
     }
+    text.remove_prefix(1);
   }
 }
 

@@ -47,6 +47,8 @@ inline void warn(std::string_view msg, std::initializer_list<field> f = {}) { em
 inline void error(std::string_view msg, std::initializer_list<field> f = {}) { emit(level::error, msg, f); }
 
 /// Appends `text` to `out` as the inside of a JSON string (RFC 8259 §7 escaping), without quotes.
+/// Bytes that are not valid UTF-8 (RFC 3629) become U+FFFD, so the result is always valid JSON
+/// text for PostgreSQL even when `text` came from a misbehaving HTTP server.
 void append_json_escaped(std::string& out, std::string_view text);
 
 }  // namespace walhook::log

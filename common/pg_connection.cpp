@@ -121,6 +121,17 @@ void connection::record_error(const PGresult* res) {
   }
 }
 
+error_code connection::abandon(error_code ec) {
+  // The protocol is mid-command: the connection cannot be reused, and a later call on it would
+  // fail forever. Close it, so the owner reconnects.
+  if (ec == errc::timeout) {
+    last_sqlstate_.clear();
+    last_error_ = "PostgreSQL did not answer in time";
+  }
+  close();
+  return ec;
+}
+
 void connection::record_connection_error(std::string_view what) {
   last_sqlstate_.clear();
   std::string msg = conn_ ? one_line(PQerrorMessage(conn_)) : std::string();
@@ -215,7 +226,7 @@ asio::awaitable<error_code> connection::flush(clock::time_point deadline) {
       co_return errc::connection_lost;
     }
     // Libpq's advice: wait for either; if the server sent something, read it so it can't block us.
-    if (error_code ec = co_await wait(want::read_or_write, deadline)) co_return ec;
+    if (error_code ec = co_await wait(want::read_or_write, deadline)) co_return abandon(ec);
     if (!PQconsumeInput(conn_)) {
       record_connection_error("connection lost");
       co_return errc::connection_lost;
@@ -228,10 +239,7 @@ asio::awaitable<result<query_result>> connection::collect(clock::time_point dead
   bool failed = false;
   for (;;) {
     while (PQisBusy(conn_)) {
-      if (error_code ec = co_await wait(want::read, deadline)) {
-        if (ec == errc::timeout) last_error_ = "query timed out";
-        co_return ec;
-      }
+      if (error_code ec = co_await wait(want::read, deadline)) co_return abandon(ec);
       if (!PQconsumeInput(conn_)) {
         record_connection_error("connection lost");
         co_return errc::connection_lost;
@@ -298,8 +306,10 @@ asio::awaitable<result<std::vector<query_result>>> connection::async_pipeline(st
     co_return errc::connection_lost;
   }
   struct exit_guard {
-    PGconn* c;
-    ~exit_guard() { PQexitPipelineMode(c); }
+    PGconn* const& c;  // the connection may have been closed meanwhile (conn_ = nullptr)
+    ~exit_guard() {
+      if (c) PQexitPipelineMode(c);
+    }
   } guard{conn_};
   for (const auto& st : statements) {
     std::vector<const char*> values;
@@ -323,7 +333,7 @@ asio::awaitable<result<std::vector<query_result>>> connection::async_pipeline(st
   // Each statement yields its result(s) then a NULL; the sync yields PGRES_PIPELINE_SYNC.
   for (;;) {
     while (PQisBusy(conn_)) {
-      if (error_code ec = co_await wait(want::read, deadline)) co_return ec;
+      if (error_code ec = co_await wait(want::read, deadline)) co_return abandon(ec);
       if (!PQconsumeInput(conn_)) {
         record_connection_error("connection lost");
         co_return errc::connection_lost;
@@ -383,7 +393,7 @@ asio::awaitable<error_code> connection::async_write_copy_data(std::span<const st
       record_connection_error("could not send CopyData");
       co_return errc::connection_lost;
     }
-    if (error_code ec = co_await wait(want::write, deadline)) co_return ec;
+    if (error_code ec = co_await wait(want::write, deadline)) co_return abandon(ec);
   }
   co_return co_await flush(deadline);
 }

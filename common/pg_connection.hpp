@@ -109,7 +109,9 @@ class connection {
                                                    connect_params extra = {});
 
   /// Runs one statement with the extended protocol (text parameters, text results).
-  /// A server error is errc::query_failed with last_error()/last_sqlstate() set.
+  /// A server error is errc::query_failed with last_error()/last_sqlstate() set. A timeout or
+  /// cancel in the middle of a command closes the connection (is_open() turns false): the
+  /// protocol state is unknown, so the owner must reconnect.
   boost::asio::awaitable<result<query_result>> async_exec(std::string_view sql, const params& args,
                                                           duration timeout);
 
@@ -153,6 +155,7 @@ class connection {
   boost::asio::awaitable<result<query_result>> collect(std::chrono::steady_clock::time_point deadline,
                                                        bool stop_at_null);
   void rebind_socket();
+  error_code abandon(error_code ec);
   void record_error(const PGresult* res);
   void record_connection_error(std::string_view what);
 

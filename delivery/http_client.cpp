@@ -9,6 +9,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -30,6 +31,7 @@
 #include <charconv>
 #include <deque>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -72,6 +74,8 @@ class transport_category_impl final : public boost::system::error_category {
         return "deadline passed before the response header arrived";
       case transport_errc::cancelled:
         return "HTTP client shut down";
+      case transport_errc::resolve_timeout:
+        return "DNS lookup of the endpoint host did not finish before the deadline";
     }
     return "unknown transport error";
   }
@@ -271,6 +275,17 @@ struct client_core {
   http_client_options options;
   ssl::context tls;
   bool stopped = false;
+  /// Cleared when the client goes away, so lookups finishing later on the pool never post to
+  /// an executor that may be gone.
+  struct alive_flag {
+    std::mutex mutex;
+    bool value = true;
+  };
+  std::shared_ptr<alive_flag> alive = std::make_shared<alive_flag>();
+  ~client_core() {
+    std::lock_guard lock(alive->mutex);
+    alive->value = false;
+  }
   std::unordered_map<std::string, std::deque<std::unique_ptr<connection>>> idle;
   std::list<call_context*> active;
 
@@ -380,47 +395,67 @@ void log_failure(std::string_view what, const http_target& target, const error_c
                     {"cause", raw.message()}});
 }
 
-/// Lookup of a registered name, bounded by the deadline and by shutdown. Asio's resolver runs
-/// getaddrinfo on a helper thread that cannot be interrupted, so instead of waiting for it the
-/// call waits on a timer the lookup wakes; a lookup still running at the deadline is abandoned
-/// (its completion only touches a weak_ptr).
+/// getaddrinfo runs on this process-wide pool. Asio's own resolver uses a single helper thread,
+/// so one customer's hanging DNS would delay every other endpoint's lookups behind it; here a
+/// slow lookup occupies one of several threads. The pool lives as long as the process (a thread
+/// blocked in getaddrinfo cannot be interrupted, so it is never joined).
+asio::thread_pool& lookup_pool() {
+  static auto* pool = new asio::thread_pool(8);
+  return *pool;
+}
+
+/// Lookup of a registered name, bounded by the deadline and by shutdown: the call waits on a
+/// timer that the lookup wakes; a lookup still running at the deadline is abandoned.
 asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(client_core& core, call_context& call,
                                                                            const http_target& target,
                                                                            clock_type::time_point deadline) {
   struct lookup {
-    explicit lookup(const asio::any_io_executor& ex) : resolver(ex), wake(ex) {}
-    tcp::resolver resolver;
-    asio::steady_timer wake;
+    explicit lookup(const asio::any_io_executor& ex) : wake(ex) {}
+    asio::steady_timer wake;  // touched on the client's executor only
     bool done = false;
     error_code ec;
-    tcp::resolver::results_type results;
+    std::vector<tcp::endpoint> endpoints;
   };
   auto state = std::make_shared<lookup>(core.executor);
   state->wake.expires_at(deadline);
-  state->resolver.async_resolve(target.host, target.port, tcp::resolver::numeric_service,
-                                [weak = std::weak_ptr<lookup>(state)](error_code ec, tcp::resolver::results_type r) {
-                                  if (auto s = weak.lock()) {
-                                    s->done = true;
-                                    s->ec = ec;
-                                    s->results = std::move(r);
-                                    s->wake.cancel();
-                                  }
-                                });
+  asio::post(lookup_pool(), [weak = std::weak_ptr<lookup>(state), alive = core.alive, executor = core.executor,
+                             host = target.host, port = target.port] {
+    tcp::resolver::results_type results;
+    error_code ec;
+    {
+      // A resolver on a private context, used synchronously on this pool thread.
+      asio::io_context local;
+      tcp::resolver r(local);
+      results = r.resolve(host, port, tcp::resolver::numeric_service, ec);
+    }
+    std::vector<tcp::endpoint> endpoints;
+    for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+    // Hand the answer to the client's executor, unless the client is gone.
+    // (No strong reference to the lookup here: it must die on its own executor's thread.)
+    std::lock_guard lock(alive->mutex);
+    if (!alive->value || weak.expired()) return;
+    asio::post(executor, [weak, ec, endpoints = std::move(endpoints)]() mutable {
+      if (auto s = weak.lock()) {
+        s->done = true;
+        s->ec = ec;
+        s->endpoints = std::move(endpoints);
+        s->wake.cancel();
+      }
+    });
+  });
   call.waiter = &state->wake;
   co_await state->wake.async_wait(use_tuple);
   call.waiter = nullptr;
   if (core.stopped) co_return err(transport_errc::cancelled);
   if (!state->done) {
-    state->resolver.cancel();
-    co_return err(transport_errc::timeout);
+    log_failure("http.resolve_timeout", target, err(transport_errc::resolve_timeout), {});
+    co_return err(transport_errc::resolve_timeout);
   }
-  if (state->ec || state->results.empty()) {
+  if (state->ec || state->endpoints.empty()) {
     log_failure("http.resolve_error", target, err(transport_errc::resolve_failed), state->ec);
     co_return err(transport_errc::resolve_failed);
   }
-  std::vector<tcp::endpoint> endpoints;
-  for (const auto& entry : state->results) endpoints.push_back(entry.endpoint());
-  co_return endpoints;
+  co_return std::move(state->endpoints);
 }
 
 /// Resolve, SSRF guard, connect (every allowed address in turn), TCP_NODELAY, TLS handshake.
@@ -443,6 +478,9 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
     endpoints = std::move(*resolved);
   }
 
+  // Cloud metadata services are never a webhook target, private networks allowed or not.
+  std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_metadata_address(e.address()); });
+  if (endpoints.empty()) co_return err(transport_errc::address_blocked);
   if (!core.options.allow_private_networks) {
     std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_blocked_address(e.address()); });
     if (endpoints.empty()) {
@@ -617,6 +655,15 @@ struct http_client::impl : http_detail::client_core {
 const boost::system::error_category& transport_category() {
   static const transport_category_impl category;
   return category;
+}
+
+bool is_metadata_address(const boost::asio::ip::address& address) {
+  static const auto v4 = asio::ip::make_address_v4("169.254.169.254");
+  static const auto v6 = asio::ip::make_address_v6("fd00:ec2::254");
+  if (address.is_v4()) return address.to_v4() == v4;
+  auto a6 = address.to_v6();
+  if (a6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a6) == v4;
+  return a6 == v6;
 }
 
 bool is_blocked_address(const boost::asio::ip::address& address) {

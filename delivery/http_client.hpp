@@ -43,6 +43,7 @@ enum class transport_errc {
   protocol_error,    ///< the response was not valid HTTP/1.x
   timeout,           ///< the total deadline passed
   cancelled,         ///< the client was shut down
+  resolve_timeout,   ///< the DNS lookup itself did not finish before the deadline
 };
 const boost::system::error_category& transport_category();
 inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
@@ -71,6 +72,10 @@ boost::system::result<http_target> parse_url(std::string_view url);
 /// (unique-local), fe80::/10 (link-local), fec0::/10 (site-local), ff00::/8 (multicast), and
 /// the embedded IPv4 address of ::ffff:0:0/96 (mapped), 64:ff9b::/96 (NAT64) and 2002::/16 (6to4).
 bool is_blocked_address(const boost::asio::ip::address& address);
+
+/// Cloud metadata services (169.254.169.254, fd00:ec2::254): refused always, even with
+/// allow_private_networks.
+bool is_metadata_address(const boost::asio::ip::address& address);
 
 struct http_request {
   std::string body;  ///< sent as is, Content-Type: application/json

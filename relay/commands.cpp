@@ -18,6 +18,9 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 
 namespace walhook::relay {
@@ -96,6 +99,8 @@ int cmd_migrate(const migrate_args& a) {
                                 level.value(0, 0)));
   try {
     db.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot);
+    // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
+    db.exec("DELETE FROM walhook.slot_progress WHERE slot_name = $1", slot);
   } catch (const cli_error& e) {
     throw cli_error(std::string("could not create the replication slot: ") + e.what());
   }
@@ -110,13 +115,20 @@ int cmd_endpoint_add(const endpoint_add_args& a) {
   if (!delivery::parse_url(a.url)) throw cli_error("--url must be an absolute http:// or https:// URL: " + a.url);
   if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
   if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
+  std::vector<std::string> types;
+  for (auto t : a.event_types) {
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    if (t.empty()) throw cli_error("--event-types has an empty type (give a comma-separated list, e.g. order.paid,order.shipped)");
+    types.push_back(std::move(t));
+  }
   std::string secret = a.secret.empty() ? delivery::generate_secret() : a.secret;
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
   blocking_db db(a.database_url);
   require_schema(db);
   pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
-               a.event_types.empty() ? std::nullopt : std::optional<std::string>(pg_array_literal(a.event_types)),
+               types.empty() ? std::nullopt : std::optional<std::string>(pg_array_literal(types)),
                a.ordering, a.description.empty() ? std::nullopt : std::optional<std::string>(a.description)};
   auto r = db.exec(
       "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description) "
@@ -151,6 +163,9 @@ int cmd_endpoint_set(const std::string& database_url, const std::string& action,
   if (action == "remove") {
     changed = db.exec("DELETE FROM walhook.endpoints WHERE id = $1", p).affected();
     db.exec("DELETE FROM walhook.endpoint_health WHERE endpoint_id = $1", p);
+    // Its deliveries have nowhere to go any more (no foreign key: walhook's batches must never
+    // fail on an endpoint deleted under them).
+    db.exec("DELETE FROM walhook.deliveries WHERE endpoint_id = $1", p);
   } else {
     std::string status = action == "disable" ? "disabled" : action == "pause" ? "paused" : "active";
     pg::params sp{std::to_string(id), status};
@@ -180,7 +195,9 @@ int cmd_send(const send_args& a) {
   if (a.tenant.empty() || a.type.empty()) throw cli_error("--tenant and --type must not be empty");
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (auto err = parser.parse(a.data).get(doc))
+  // Numbers beyond simdjson's range are valid JSON that PostgreSQL's jsonb keeps: let them pass.
+  if (auto err = parser.parse(a.data).get(doc);
+      err && err != simdjson::NUMBER_ERROR && err != simdjson::NUMBER_OUT_OF_RANGE)
     throw cli_error(std::string("--data is not valid JSON: ") + simdjson::error_message(err));
   blocking_db db(a.database_url);
   require_schema(db);
@@ -250,6 +267,11 @@ int cmd_replay(const replay_args& a) {
   if (!a.delivery_id && !a.endpoint_id) throw cli_error("give --delivery ID or --endpoint ID");
   blocking_db db(a.database_url);
   require_schema(db);
+  if (a.endpoint_id) {
+    pg::params e{std::to_string(*a.endpoint_id)};
+    if (db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", e).rows() == 0)
+      throw cli_error(fmt::format("no endpoint with id {}", *a.endpoint_id));
+  }
   pg::params p{a.delivery_id ? std::optional<std::string>(std::to_string(*a.delivery_id)) : std::nullopt,
                a.endpoint_id ? std::optional<std::string>(std::to_string(*a.endpoint_id)) : std::nullopt,
                a.since.empty() ? std::nullopt : std::optional<std::string>(a.since),
@@ -379,11 +401,20 @@ int cmd_run(run_options options) {
     log::info("admin.listening", {{"address", admin_listen}, {"port", static_cast<unsigned>(admin->port())}});
   }
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+  // The first signal stops gracefully; a second one during the grace period exits at once.
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
+                                                                              int sig) {
     if (ec) return;
+    static int received = 0;
+    if (++received > 1) {
+      log::warn("signal.forced_exit", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+      std::_Exit(130);
+    }
     log::info("signal.received", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
     e.request_stop();
-  });
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
   int code = 1;
   asio::co_spawn(ioc, e.run(), [&](std::exception_ptr ex, int rc) {
     code = rc;

@@ -106,6 +106,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   std::unordered_map<std::string, std::vector<std::int64_t>> tenants;
   std::unordered_map<std::int64_t, delivery::breaker_state> health;
   std::unordered_set<std::int64_t> backlog;  // endpoints believed to have pending rows
+  std::unordered_map<std::int64_t, std::uint64_t> pending_written;    // pending rows committed, per endpoint
+  std::unordered_map<std::int64_t, std::uint64_t> pending_unwritten;  // pending rows queued, not yet committed
   std::optional<std::uint32_t> outbox_oid;
   std::optional<std::uint32_t> endpoints_oid;
 
@@ -117,6 +119,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   bool claim_waiting = false;
   std::size_t attempts_running = 0;
   std::size_t background_running = 0;
+  steady::time_point shutdown_deadline{};
   wal::lsn progress_recorded;
   steady::time_point progress_at{};
 
@@ -270,9 +273,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       ++counters.spilled;
     }
     if (outcome.status == sql::delivery_status::dead) ++counters.dead;
-    auto durable = [self = shared_from_this(), t = j.ticket, wake_claims = outcome.status == sql::delivery_status::pending] {
+    bool pending = outcome.status == sql::delivery_status::pending;
+    if (pending) ++pending_unwritten[j.endpoint_id];
+    auto durable = [self = shared_from_this(), t = j.ticket, id = j.endpoint_id, pending] {
       self->release(t);
-      if (wake_claims) self->request_claim();
+      if (pending) {
+        --self->pending_unwritten[id];
+        ++self->pending_written[id];
+        self->request_claim();
+      }
     };
     if (j.row_id) {
       store.enqueue(sql::update_delivery{*j.row_id, std::move(outcome)}, std::move(durable));
@@ -301,6 +310,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 std::move(reason)});
   }
 
+  /// A delivery whose endpoint was removed: a persisted one ends dead, one from the stream is
+  /// simply done.
+  void forget(const job& j) {
+    if (j.row_id) dead(j, "endpoint no longer exists");
+    else release(j.ticket);
+  }
+
   void spill_all(std::vector<job> jobs, std::optional<system_clock::time_point> next_at, std::string reason) {
     for (auto& j : jobs) spill(j, next_at, reason);
   }
@@ -315,10 +331,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
   void submit(job j) {
     auto it = endpoints.find(j.endpoint_id);
-    if (it == endpoints.end()) {
-      release(j.ticket);
-      return;
-    }
+    if (it == endpoints.end()) return forget(j);
     const endpoint& ep = it->second;
     if (!ep.config_error.empty()) return dead(j, ep.config_error);
     if (j.ev->body.size() > options.max_payload_bytes)
@@ -328,9 +341,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     auto h = health.find(ep.id);
     if (h != health.end() && delivery::mode(h->second, system_now()) == delivery::breaker_mode::paused)
       return spill(j, h->second.paused_until, "endpoint paused by the circuit breaker");
-    // An endpoint with persisted backlog takes new work through PostgreSQL too, so merges and
-    // per-aggregate order hold across memory and the table.
-    if (backlog.contains(ep.id) && !j.row_id) return spill(j, std::nullopt);
+    // While an endpoint has persisted backlog, new state updates (merge key) and new events of
+    // an aggregate-ordered endpoint go through PostgreSQL too, so merges and per-aggregate order
+    // hold across memory and the table. Facts keep the in-memory path: their order is not
+    // promised, and routing them through the table would halve throughput under load.
+    if (backlog.contains(ep.id) && !j.row_id && (j.ev->merge_key || ep.aggregate_ordering)) return spill(j, std::nullopt);
     auto pushed = sched.push(std::move(j));
     switch (pushed.status) {
       case delivery::scheduler::push_status::queued: break;
@@ -339,8 +354,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         release(pushed.replaced->ticket);
         break;
       case delivery::scheduler::push_status::full:
-        if (pushed.replaced->row_id) spill(*pushed.replaced, std::nullopt);
-        else spill(*pushed.replaced, std::nullopt);
+        spill(*pushed.replaced, std::nullopt);
         break;
     }
     dispatch();
@@ -425,7 +439,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     auto it = endpoints.find(j.endpoint_id);
     if (it == endpoints.end() || !it->second.target) {
       sched.finished(j);
-      if (it == endpoints.end()) release(j.ticket);
+      if (it == endpoints.end()) forget(j);
       else dead(j, it->second.config_error);
       dispatch();
       co_return;
@@ -440,11 +454,22 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                    {"webhook-signature", delivery::signature_header(it->second.keys, j.ev->id, ts, req.body)}};
     ++counters.attempts;
     auto attempt_started = steady::now();
-    auto response = co_await http.async_post(std::to_string(endpoint_id), target, req);
+    boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
+    try {
+      response = co_await http.async_post(std::to_string(endpoint_id), target, req);
+    } catch (const std::exception& e) {
+      // Never leave the job (and its LSN ticket) behind: an unexpected exception is a failed attempt.
+      log::error("delivery.attempt_exception", {{"endpoint_id", endpoint_id}, {"error", e.what()}});
+    }
     observe_latency(std::chrono::duration<double>(steady::now() - attempt_started).count());
     auto now = system_now();
     auto outcome = delivery::classify(response, now, options.retry);
     sched.finished(j);
+    if (!endpoints.contains(endpoint_id)) {  // removed while the attempt ran
+      forget(j);
+      dispatch();
+      co_return;
+    }
     auto& breaker = health[endpoint_id];
     int attempts = j.attempts + 1;
     std::optional<int> status = outcome.status ? std::optional<int>(outcome.status) : std::nullopt;
@@ -453,10 +478,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       case delivery::verdict::delivered: {
         ++counters.delivered;
         bool was_failing = breaker.consecutive_failures > 0 || breaker.paused_until;
+        bool was_paused = breaker.paused_until.has_value();
         delivery::record_success(breaker, now);
         if (was_failing) {
           write_health(endpoint_id, breaker, status, std::nullopt, false, std::nullopt);
-          log::info("endpoint.recovered", {{"endpoint_id", endpoint_id}});
+          // A closed circuit breaker is news; one success between failures is not.
+          if (was_paused) log::info("endpoint.recovered", {{"endpoint_id", endpoint_id}});
         }
         if (j.row_id || options.record == record_mode::all)
           persist(j, after_attempt(sql::delivery_status::delivered, attempts, std::nullopt, status, std::nullopt));
@@ -481,6 +508,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         if (created) created_at = std::chrono::time_point_cast<system_clock::duration>(*created);
         auto decision = delivery::next_attempt(attempts, now, created_at, outcome.retry_after, options.retry, unit_random());
         auto action = delivery::record_failure(breaker, now, options.breaker);
+        // Retry-After speaks for the endpoint, not just this delivery: nothing is sent to it
+        // before then (the pause ends like a breaker pause, with one probe round).
+        if (outcome.retry_after && outcome.retry_after->count() > 0) {
+          auto until = now + *outcome.retry_after;
+          if (!breaker.paused_until || *breaker.paused_until < until) {
+            breaker.paused_until = until;
+            if (action == delivery::breaker_action::none) action = delivery::breaker_action::paused;
+            log::info("endpoint.retry_after", {{"endpoint_id", endpoint_id}, {"until", format_iso8601(until)}});
+          }
+        }
         if (decision.give_up) {
           dead(j, decision.reason + ": " + outcome.error, status, true);
         } else {
@@ -514,6 +551,23 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   }
 
   // ---------------------------------------------------------------- claims of persisted work
+
+  /// Runs a background loop, restarting it (after a pause) if it ever throws.
+  asio::awaitable<void> keep_running(asio::awaitable<void> (impl::*loop)(), const char* what) {
+    while (!stopping) {
+      bool failed = false;
+      try {
+        co_await (this->*loop)();
+      } catch (const std::exception& e) {
+        log::error("engine.task_restarted", {{"task", what}, {"error", e.what()}});
+        failed = true;
+      }
+      if (failed) {
+        asio::steady_timer pause(executor, 1s);
+        co_await pause.async_wait(tuple_awaitable);
+      }
+    }
+  }
 
   asio::awaitable<void> claim_loop() {
     auto next_wake = steady::time_point::max();
@@ -562,6 +616,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         dispatch();
       }
       if (waiting.empty()) continue;
+      // A pending row that commits while next_due runs may be missing from its answer: the
+      // endpoint keeps its backlog mark if any did (no lost wakeup).
+      std::unordered_map<std::int64_t, std::uint64_t> written_before;
+      for (auto id : waiting) written_before[id] = pending_written[id];
       auto due = co_await store.next_due(waiting);
       if (!due) {
         next_wake = std::min(next_wake, steady::now() + 1s);
@@ -576,9 +634,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         next_wake = std::min(next_wake, steady::now() + wait);
       }
       // No pending rows left (and no writes on their way): the endpoint takes new work in memory again.
-      if (store.backlog() == 0)
-        for (auto id : waiting)
-          if (!with_pending.contains(id) && sched.in_flight(id) == 0) backlog.erase(id);
+      for (auto id : waiting) {
+        // For aggregate order, a persisted delivery still in flight may fail and come back: wait.
+        auto e = endpoints.find(id);
+        bool ordered = e != endpoints.end() && e->second.aggregate_ordering;
+        if (!with_pending.contains(id) && pending_unwritten[id] == 0 && pending_written[id] == written_before[id] &&
+            (!ordered || sched.in_flight(id) == 0))
+          backlog.erase(id);
+      }
     }
   }
 
@@ -620,8 +683,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     ev->payload = std::move(c.payload);
     ev->body = delivery::make_body(*ev);
     j.ev = ev;
-    auto pushed = sched.push(j);
-    if (pushed.status == delivery::scheduler::push_status::full) spill(*pushed.replaced, std::nullopt);
+    // The same checks as fresh work: the endpoint may have been paused, disabled or removed
+    // while the claim ran, and the payload limit holds for replayed deliveries too.
+    submit(std::move(j));
   }
 
   // ---------------------------------------------------------------- periodic work
@@ -646,6 +710,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         auto n = co_await store.reset_stale_sending(options.stale_sending_after);
         if (n && *n > 0) {
           log::warn("deliveries.stale_sending_reset", {{"rows", static_cast<std::int64_t>(*n)}});
+          if (auto ids = co_await store.endpoints_with_backlog()) backlog.insert(ids->begin(), ids->end());
           request_claim();
         }
       }
@@ -677,7 +742,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
     progress_at = now;
-    store.enqueue(sql::progress_write{options.slot, confirmed.value()});
+    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed.value()});
   }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
@@ -722,7 +787,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     if (holder && holder->rows() > 0) {
       log::info("standby.waiting", {{"slot", options.slot},
                                     {"active_pid", std::string(holder->value(0, 0))},
-                                    {"active_instance", std::string(holder->value(0, 1))},
+                                    {"active_instance", std::string(holder->value(0, 1)).substr(
+                                                            holder->value(0, 1).starts_with("walhook-lock ") ? 13 : 0)},
                                     {"active_client", std::string(holder->value(0, 2))},
                                     {"active_since", std::string(holder->value(0, 3))}});
     } else {
@@ -856,7 +922,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     auto e = endpoint_from_row(row, previous);
     if (!e) return;
     if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
-    log::info("endpoint.updated", {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
+    bool news = !previous || previous->status != e->status || previous->url != e->url;
+    log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
+              {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
     put_endpoint(std::move(*e));
   }
 
@@ -899,7 +967,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
-    stream.resume_from(wal::lsn{*progress});
+    stream.resume_from(wal::lsn{progress->first}, progress->second);
 
     // The previous walsender may still hold the slot for a moment after a takeover.
     auto backoff = 100ms;
@@ -915,7 +983,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
       log::error("replication.start_failed", {{"error", stream.last_error()}});
       co_return ec;
     }
-    if (stream.info().slot_created) (void)co_await store.clear_progress(options.slot);
+    if (stream.info().slot_created) {
+      (void)co_await store.clear_progress(options.slot);
+      log::warn("replication.slot_created", {{"slot", options.slot},
+                                             {"note", "the slot did not exist: events committed before this moment "
+                                                      "are not in it (walhook migrate creates it ahead of time)"}});
+    }
     log::info("replication.streaming", {{"slot", options.slot},
                                         {"start_lsn", stream.info().start.to_string()},
                                         {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
@@ -954,24 +1027,27 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     co_return result ? result : error_code(pg::errc::connection_lost);
   }
 
+  /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
   asio::awaitable<void> shutdown() {
-    auto deadline = steady::now() + options.shutdown_grace;
+    shutdown_deadline = steady::now() + options.shutdown_grace;
+    auto deadline = shutdown_deadline;
     log::info("shutdown.begin", {{"in_flight", static_cast<std::uint64_t>(attempts_running)},
                                  {"queued", static_cast<std::uint64_t>(sched.queued_total())}});
     // Queued work goes to PostgreSQL; in-flight attempts get the grace period.
     for (auto& j : sched.drain_all()) spill(j, std::nullopt);
-    co_await wait_attempts(deadline);
+    co_await wait_attempts(deadline - 1s);
     if (attempts_running > 0) {
       log::warn("shutdown.cancelling_attempts", {{"in_flight", static_cast<std::uint64_t>(attempts_running)}});
       http.shutdown();  // remaining attempts fail with 'cancelled' and are persisted as pending
-      co_await wait_attempts(steady::now() + 2s);
+      co_await wait_attempts(steady::now() + 500ms);
     }
-    co_await wait_store(std::max(deadline, steady::now() + 2s));
+    co_await wait_store(deadline);
     confirm();
-    if (stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
+    if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded &&
+        steady::now() < deadline) {
       progress_recorded = stream.confirmed();
-      store.enqueue(sql::progress_write{options.slot, progress_recorded.value()});
-      co_await wait_store(steady::now() + 2s);
+      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded.value()});
+      co_await wait_store(deadline);
     }
     co_await stream.async_stop();
   }
@@ -1004,8 +1080,8 @@ asio::awaitable<int> engine::run() {
     store_done = true;
     s->idle_timer.cancel();
   });
-  s->spawn_background(s->claim_loop(), "claims");
-  s->spawn_background(s->sweep_loop(), "sweeper");
+  s->spawn_background(s->keep_running(&impl::claim_loop, "claims"), "claims");
+  s->spawn_background(s->keep_running(&impl::sweep_loop, "sweeper"), "sweeper");
 
   auto backoff = 100ms;
   while (!s->stopping) {
@@ -1024,7 +1100,7 @@ asio::awaitable<int> engine::run() {
   }
 
   co_await s->shutdown();
-  s->store.stop(steady::now() + 5s);
+  s->store.stop(s->shutdown_deadline);
   while (!store_done || s->background_running > 0) {
     s->idle_timer.expires_after(50ms);
     co_await s->idle_timer.async_wait(tuple_awaitable);

@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   c_events->add_option("--tenant", events.tenant, "Tenant")->required();
   c_events->add_option("--since", events.since, "From (timestamptz)");
   c_events->add_option("--until", events.until, "Until (timestamptz)");
-  c_events->add_option("--limit", events.limit, "At most this many")->capture_default_str();
+  c_events->add_option("--limit", events.limit, "At most this many")->capture_default_str()->check(CLI::PositiveNumber);
 
   // demo
   demo_args demo;

@@ -125,6 +125,7 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
         res.set(http::field::server, "walhook-receiver");
         res.set(http::field::content_type, "text/plain");
         if (status >= 300 && !b.retry_after.empty()) res.set(http::field::retry_after, b.retry_after);
+        if (status >= 300 && status < 400 && !b.location.empty()) res.set(http::field::location, b.location);
         res.body() = status < 300 ? "ok" : "error";
         res.keep_alive(keep_alive);
         res.prepare_payload();

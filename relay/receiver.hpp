@@ -29,6 +29,7 @@ struct receiver_behaviour {
   bool never_answer = false;             ///< read the request, never respond (until stop)
   std::vector<delivery::signing_key> keys;  ///< verify signatures with these (none: not checked)
   std::string retry_after;               ///< Retry-After header on non-2xx answers, if set
+  std::string location;                  ///< Location header on 3xx answers, if set (raw bytes)
   std::string fail_marker;               ///< requests whose body contains this…
   unsigned fail_times = 0;               ///< …answer fail_status this many times first
   unsigned fail_status = 500;

@@ -225,10 +225,12 @@ void put_int(json_writer& j, std::string_view key, const std::optional<int>& v) 
 }
 
 constexpr const char* progress_sql = R"sql(
-INSERT INTO walhook.slot_progress AS p (slot_name, confirmed_lsn, updated_at)
-VALUES ($1, $2::pg_lsn, now())
+INSERT INTO walhook.slot_progress AS p (slot_name, system_id, confirmed_lsn, updated_at)
+VALUES ($1, $2, $3::pg_lsn, now())
 ON CONFLICT (slot_name) DO UPDATE
-   SET confirmed_lsn = greatest(p.confirmed_lsn, excluded.confirmed_lsn), updated_at = now()
+   SET confirmed_lsn = CASE WHEN p.system_id IS DISTINCT FROM excluded.system_id THEN excluded.confirmed_lsn
+                            ELSE greatest(p.confirmed_lsn, excluded.confirmed_lsn) END,
+       system_id = excluded.system_id, updated_at = now()
 )sql";
 
 void put_outcome(json_writer& j, const delivery_outcome& o) {
@@ -276,6 +278,21 @@ struct state_store::impl {
   }
 
   std::vector<pg::statement> build(std::size_t n) const;
+  /// Drops the text a customer's server can influence (last_error) from a write; true if any.
+  static bool strip_free_text(queued_write& w) {
+    auto strip = [](delivery_outcome& o) {
+      if (!o.last_error) return false;
+      o.last_error = "(error text could not be stored)";
+      return true;
+    };
+    if (auto* u = std::get_if<upsert_delivery>(&w.write)) return strip(u->outcome);
+    if (auto* d = std::get_if<update_delivery>(&w.write)) return strip(d->outcome);
+    if (auto* h = std::get_if<health_write>(&w.write); h && h->last_error) {
+      h->last_error = "(error text could not be stored)";
+      return true;
+    }
+    return false;
+  }
   asio::awaitable<pg::error_code> write_one_by_one(std::size_t n);
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     pause.expires_after(d);
@@ -292,7 +309,7 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   bool any_upsert = false, any_update = false, any_health = false, any_disable = false;
   // The newest health state per endpoint, and the newest progress per slot, win within a batch.
   std::unordered_map<std::int64_t, const health_write*> latest_health;
-  std::unordered_map<std::string, std::uint64_t> latest_progress;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> latest_progress;
   // Merge within the batch: of several pending deliveries with one (endpoint, merge key), only
   // the newest (last queued: commit order) is written; the others are superseded by it.
   std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
@@ -327,7 +344,7 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
     } else if (const auto* h = std::get_if<health_write>(&w)) {
       latest_health[h->endpoint_id] = h;
     } else if (const auto* p = std::get_if<progress_write>(&w)) {
-      auto& v = latest_progress[p->slot];
+      auto& v = latest_progress[{p->slot, p->system_id}];
       v = std::max(v, p->confirmed_lsn);
     }
   }
@@ -359,33 +376,37 @@ std::vector<pg::statement> state_store::impl::build(std::size_t n) const {
   if (any_update) out.push_back({update_sql, {updates.take()}});
   if (any_health) out.push_back({health_sql, {health.take()}});
   if (any_disable) out.push_back({disable_sql, {disable}});
-  for (const auto& [slot, lsn] : latest_progress) out.push_back({progress_sql, {slot, lsn_text(lsn)}});
+  for (const auto& [key, lsn] : latest_progress) out.push_back({progress_sql, {key.first, key.second, lsn_text(lsn)}});
   return out;
 }
 
 asio::awaitable<pg::error_code> state_store::impl::write_one_by_one(std::size_t n) {
-  // A statement failed for a reason that is not the connection: isolate the write(s) at fault so
-  // the rest go through. A write that fails on its own is logged, counted and released.
+  // A statement failed for a reason that is not the connection: write one at a time to find the
+  // write at fault. A data error (SQLSTATE class 22) is retried once without its free text; a
+  // write that still fails stays at the head of the queue and the caller retries it after a
+  // backoff. Nothing is dropped: an unwritten delivery keeps its LSN ticket, so the slot is
+  // never acknowledged past it (DESIGN §4 invariant 2).
   for (std::size_t i = 0; i < n; ++i) {
-    std::deque<queued_write> single;
-    single.push_back(std::move(queue.front()));
-    queue.pop_front();
-    std::swap(queue, single);  // build() reads `queue`
-    auto statements = build(1);
-    std::swap(queue, single);
-    auto res = co_await writer.async_pipeline(statements, options.statement_timeout);
-    if (!res && res.error() != pg::errc::query_failed) {
-      queue.push_front(std::move(single.front()));  // connection trouble: retry later, in order
+    for (int tries = 0;; ++tries) {
+      std::deque<queued_write> single;
+      single.push_back(std::move(queue.front()));
+      queue.pop_front();
+      std::swap(queue, single);  // build() reads `queue`
+      auto statements = build(1);
+      std::swap(queue, single);
+      auto res = co_await writer.async_pipeline(statements, options.statement_timeout);
+      if (res) {
+        ++rows;
+        if (single.front().on_durable) single.front().on_durable();
+        break;
+      }
+      queue.push_front(std::move(single.front()));
+      if (res.error() != pg::errc::query_failed) co_return res.error();
+      ++failures;
+      log::error("state_store.write_failed", {{"error", writer.last_error()}, {"sqlstate", writer.last_sqlstate()}});
+      if (tries == 0 && writer.last_sqlstate().starts_with("22") && strip_free_text(queue.front())) continue;
       co_return res.error();
     }
-    if (!res) {
-      ++failures;
-      log::error("state_store.write_failed",
-                 {{"error", writer.last_error()}, {"sqlstate", writer.last_sqlstate()}});
-    } else {
-      ++rows;
-    }
-    if (single.front().on_durable) single.front().on_durable();
   }
   co_return pg::error_code{};
 }
@@ -454,14 +475,16 @@ asio::awaitable<void> state_store::run() {
         if (cb) cb();
       continue;
     }
+    log::warn("state_store.batch_failed", {{"error", s.writer.last_error()},
+                                           {"sqlstate", s.writer.last_sqlstate()},
+                                           {"writes", static_cast<std::uint64_t>(n)},
+                                           {"retry_ms", backoff.count()}});
     if (res.error() == pg::errc::query_failed && !is_transient(s.writer.last_sqlstate())) {
-      log::warn("state_store.batch_failed",
-                {{"error", s.writer.last_error()}, {"sqlstate", s.writer.last_sqlstate()}, {"writes", static_cast<std::uint64_t>(n)}});
-      if (auto ec = co_await s.write_one_by_one(n)) s.writer.close();
-      continue;
+      if (!co_await s.write_one_by_one(n)) continue;  // the fault was isolated and written around
     }
-    log::warn("state_store.batch_retry", {{"error", s.writer.last_error()}, {"retry_ms", backoff.count()}});
-    if (res.error() != pg::errc::query_failed) s.writer.close();
+    // Reconnect before retrying: the session may carry settings that changed meanwhile
+    // (default_transaction_read_only, statement_timeout) or be mid-protocol.
+    s.writer.close();
     co_await s.sleep(backoff);
     backoff = std::min(backoff * 2, s.options.reconnect_max);
   }
@@ -564,15 +587,17 @@ asio::awaitable<boost::system::result<long>> state_store::reset_stale_sending(st
   co_return res->affected();
 }
 
-asio::awaitable<boost::system::result<std::uint64_t>> state_store::load_progress(const std::string& slot) {
+asio::awaitable<boost::system::result<std::pair<std::uint64_t, std::string>>> state_store::load_progress(
+    const std::string& slot) {
   auto conn = co_await reader();
   if (!conn) co_return conn.error();
   pg::params args{slot};
-  auto res = co_await (*conn)->async_exec("SELECT confirmed_lsn::text FROM walhook.slot_progress WHERE slot_name = $1",
-                                          args, impl_->options.statement_timeout);
+  auto res = co_await (*conn)->async_exec(
+      "SELECT confirmed_lsn::text, coalesce(system_id, '') FROM walhook.slot_progress WHERE slot_name = $1", args,
+      impl_->options.statement_timeout);
   if (!res) co_return res.error();
-  if (res->rows() == 0) co_return std::uint64_t{0};
-  co_return parse_lsn_text(res->value(0, 0));
+  if (res->rows() == 0) co_return std::pair<std::uint64_t, std::string>{0, ""};
+  co_return std::pair<std::uint64_t, std::string>{parse_lsn_text(res->value(0, 0)), std::string(res->value(0, 1))};
 }
 
 asio::awaitable<boost::system::error_code> state_store::clear_progress(const std::string& slot) {

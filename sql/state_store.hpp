@@ -84,6 +84,7 @@ struct health_write {
 /// The slot position walhook acknowledged (walhook.slot_progress); the newest per slot wins.
 struct progress_write {
   std::string slot;
+  std::string system_id;  ///< IDENTIFY_SYSTEM's systemid of the cluster the position belongs to
   std::uint64_t confirmed_lsn = 0;
 };
 
@@ -162,8 +163,10 @@ class state_store {
   /// Returns how many. older_than = 0 resets all (startup, holding the slot's lock).
   boost::asio::awaitable<boost::system::result<long>> reset_stale_sending(std::chrono::seconds older_than);
 
-  /// The position recorded in walhook.slot_progress for a slot (0 if none).
-  boost::asio::awaitable<boost::system::result<std::uint64_t>> load_progress(const std::string& slot);
+  /// The position recorded in walhook.slot_progress for a slot, with the system identifier of
+  /// the cluster it was recorded on ({0, ""} if none).
+  boost::asio::awaitable<boost::system::result<std::pair<std::uint64_t, std::string>>> load_progress(
+      const std::string& slot);
   /// Forgets the recorded position (the slot was just created).
   boost::asio::awaitable<boost::system::error_code> clear_progress(const std::string& slot);
 

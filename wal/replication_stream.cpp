@@ -28,6 +28,7 @@ struct replication_stream::impl {
   system_info info;
   lsn confirmed;
   lsn resume;
+  std::string resume_system_id;
   lsn reported;  ///< flush LSN of the last status update sent
   lsn received;
   bool reply_owed = false;
@@ -62,7 +63,10 @@ void replication_stream::confirm(lsn flush) {
   if (flush.valid() && flush > impl_->confirmed) impl_->confirmed = flush;
 }
 
-void replication_stream::resume_from(lsn position) { impl_->resume = position; }
+void replication_stream::resume_from(lsn position, std::string system_id) {
+  impl_->resume = position;
+  impl_->resume_system_id = std::move(system_id);
+}
 
 void replication_stream::wake() { impl_->hold_timer.cancel(); }
 
@@ -137,7 +141,15 @@ asio::awaitable<error_code> replication_stream::async_start() {
   if (slot->value(0, 1) != "t")
     co_return fail(errc::server_error, fmt::format("replication slot \"{}\" belongs to another database", s.options.slot));
   s.info.slot_confirmed = lsn::parse(slot->value(0, 2)).value_or(lsn{});
-  s.info.start = s.info.slot_created ? s.info.slot_confirmed : std::max(s.info.slot_confirmed, s.resume);
+  lsn resume = s.resume;
+  if (resume.valid() && (s.resume_system_id != s.info.system_id || resume > s.info.server_flush)) {
+    log::warn("replication.progress_ignored", {{"recorded_lsn", resume.to_string()},
+                                               {"recorded_system_id", s.resume_system_id},
+                                               {"system_id", s.info.system_id},
+                                               {"server_wal", s.info.server_flush.to_string()}});
+    resume = lsn{};
+  }
+  s.info.start = s.info.slot_created ? s.info.slot_confirmed : std::max(s.info.slot_confirmed, resume);
   s.confirmed = std::max(s.confirmed, s.info.start);
 
   std::string pubs;
@@ -172,6 +184,7 @@ asio::awaitable<error_code> replication_stream::async_send_status(bool reply_req
   auto ec = co_await s.conn.async_write_copy_data(msg, std::chrono::milliseconds{10000});
   if (ec) {
     s.last_error = s.conn.last_error();
+    s.streaming = false;
     co_return ec;
   }
   s.reply_owed = false;
@@ -198,11 +211,13 @@ asio::awaitable<boost::system::result<stream_event>> replication_stream::async_n
       if (data.error() == pg::errc::timeout) {
         if (clock::now() >= silence_deadline) {
           s.last_error = "no message from the server for " + std::to_string(s.options.server_silence_timeout.count()) + " ms";
+          s.streaming = false;
           co_return error_code(pg::errc::connection_lost);
         }
         continue;
       }
       s.last_error = s.conn.last_error();
+      if (data.error() != pg::errc::cancelled) s.streaming = false;
       co_return data.error();
     }
     s.last_server_message = clock::now();

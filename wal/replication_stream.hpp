@@ -80,8 +80,10 @@ class replication_stream {
 
   /// Resume no earlier than this LSN on the next async_start(): streaming starts at the greater
   /// of it and the slot's confirmed_flush_lsn (transactions that committed before it are not
-  /// sent again). Used with walhook's own record of its acknowledged position.
-  void resume_from(lsn position);
+  /// sent again). Used with walhook's own record of its acknowledged position; ignored (with a
+  /// warning) when it was recorded on another cluster (`system_id` differs from IDENTIFY_SYSTEM's)
+  /// or lies beyond the server's WAL.
+  void resume_from(lsn position, std::string system_id);
 
   /// The next message. Errors: pg::errc::connection_lost / copy_done / timeout (server silent
   /// past server_silence_timeout), or a decoding error (wal::errc) — the stream must then be

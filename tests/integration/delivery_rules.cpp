@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include <csignal>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -138,7 +139,7 @@ TEST_CASE("circuit breaker: pause after consecutive failures, probes after the p
 
   pg::params id{std::to_string(ep)};
   REQUIRE(test::eventually([&] { return walhook.count_in_log("endpoint.paused") >= 1; }, 20s));
-  CHECK(s.value("SELECT paused_until IS NOT NULL AND consecutive_failures >= 5 FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "t");
+  CHECK(test::eventually([&] { return s.value("SELECT paused_until IS NOT NULL AND consecutive_failures >= 5 FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "t"; }, 10s));
   std::size_t at_pause = s.rcv->count("/b");
   CHECK(at_pause >= 5);
   CHECK(at_pause <= 5 + 2);  // the round in flight when it opened, at most max_concurrency more
@@ -148,7 +149,7 @@ TEST_CASE("circuit breaker: pause after consecutive failures, probes after the p
   std::size_t after_probe = s.rcv->count("/b");
   CHECK(after_probe > at_pause);
   CHECK(after_probe - at_pause <= 2 + 2);
-  CHECK(s.value("SELECT probe_rounds FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "1");
+  CHECK(test::eventually([&] { return s.value("SELECT probe_rounds FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "1"; }, 10s));
   CHECK(s.value("SELECT round(extract(epoch FROM paused_until - last_failure_at)) FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "4");
 
   // The endpoint recovers: the next probe succeeds, the breaker closes, the backlog drains.
@@ -292,4 +293,67 @@ TEST_CASE("retention: outbox rows and finished deliveries older than the retenti
   CHECK(s.rcv->total() == 0);  // the DELETEs are not published: nothing is delivered
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("Retry-After pauses the whole endpoint until then") {
+  setup s("rule_retry_after");
+  relay::receiver_behaviour busy;
+  busy.script = {503};
+  busy.retry_after = "2";
+  s.rcv->set_behaviour("/ra", busy);
+  test::add_endpoint(s.db, "t", s.rcv->url("/ra"), delivery::generate_secret(), {}, 1);
+  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--backoff-base-ms", "50"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  for (int i = 0; i < 5; ++i) s.publish("t", "x", fmt::format(R"({{"i": {}}})", i));
+  REQUIRE(test::eventually([&] { return s.received("/ra").size() == 5; }, 30s));
+  auto all = s.received("/ra", 0);
+  REQUIRE(all.size() == 6);  // one 503, then the five events
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.received_at_us < b.received_at_us; });
+  CHECK(all[0].status == 503);
+  // Nothing went to the endpoint for the 2 seconds it asked for (the backoff alone is 25–50 ms).
+  CHECK(all[1].received_at_us - all[0].received_at_us >= 1'900'000);
+  CHECK(walhook.count_in_log("endpoint.retry_after") == 1);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing an endpoint removes its deliveries") {
+  setup s("rule_bytes");
+  relay::receiver_behaviour redirect;
+  redirect.status = 302;
+  redirect.location = std::string("http://x/caf\xe9\xff");
+  s.rcv->set_behaviour("/loc", redirect);
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/loc"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--backoff-base-ms", "60000"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  std::string event = s.publish("t", "x", "{}");
+  pg::params ev{event};
+  REQUIRE(test::eventually([&] { return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1::uuid", ev) == "pending"; }, 20s));
+  CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1::uuid", ev) ==
+        "HTTP 302 redirect to http://x/caf\uFFFD\uFFFD not followed");
+  CHECK(walhook.count_in_log("state_store.write_failed") == 0);
+
+  REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep)}) == 0);
+  pg::params id{std::to_string(ep)};
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", id) == "0");
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a recorded slot position from another cluster (a restored copy) is ignored") {
+  setup s("rule_restore");
+  test::add_endpoint(s.db, "t", s.rcv->url("/a"), delivery::generate_secret());
+  // What a dump of another cluster would carry: its system id and a position far ahead of ours.
+  s.db.exec("INSERT INTO walhook.slot_progress (slot_name, system_id, confirmed_lsn) VALUES ('rule_restore', '123', 'FF/0')");
+  test::walhook_process walhook(test::run_args(s.url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  std::string event = s.publish("t", "x", "{}");
+  CHECK(test::eventually([&] { return s.received("/a").size() == 1; }, 20s));
+  CHECK(walhook.count_in_log("replication.progress_ignored") == 1);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+  CHECK(s.value("SELECT system_id <> '123' AND confirmed_lsn < 'FF/0' FROM walhook.slot_progress WHERE slot_name = 'rule_restore'") == "t");
 }

@@ -43,7 +43,7 @@ TEST_CASE("a second instance waits as a standby and takes over within 10 s of ki
   standby.start();
   // It says it waits, and for whom; it does not crash-loop.
   REQUIRE(test::eventually([&] { return standby.count_in_log("standby.waiting") > 0; }, 20s));
-  CHECK(standby.log().find("walhook-lock first") != std::string::npos);
+  CHECK(standby.log().find("\"active_instance\":\"first\"") != std::string::npos);
 
   test::publisher before({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
   before.start();
@@ -156,6 +156,44 @@ TEST_CASE("bad input never stops the stream: each becomes a clear outcome and th
   pg::params p{end_lsn};
   CHECK(test::eventually([&] { return test::query_value(db, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'badinput'", p) == "t"; }, 20s));
   CHECK(walhook.count_in_log("\"replication.stream_ended\"") == 0);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("when delivery state cannot be written, the slot is not acknowledged past it; writes resume later") {
+  const std::string slot = "readonly";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  long long ep = test::add_endpoint(db, "t", rcv->url("/p"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(url, slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+  std::string out;
+  REQUIRE(test::run_walhook({"endpoint", "pause", std::to_string(ep), "--database-url", url}, out) == 0);
+  REQUIRE(test::eventually([&] { return walhook.log().find("\"status\":\"paused\"") != std::string::npos; }, 20s));
+
+  // The database turns read-only for walhook's writer (a new session picks it up).
+  db.exec("ALTER DATABASE readonly SET default_transaction_read_only = on");
+  db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'walhook-state%' AND datname = 'readonly'");
+  std::vector<std::string> events;
+  for (int i = 0; i < 5; ++i) {
+    pg::params p{"t", "x", "{}"};
+    events.push_back(test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p));
+  }
+  std::string after = test::query_value(db, "SELECT pg_current_wal_lsn()");
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("state_store.batch_failed") >= 2; }, 20s));
+  pg::params lsn{after};
+  auto acknowledged = [&] {
+    return test::query_value(db, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'readonly'", lsn) == "t";
+  };
+  CHECK_FALSE(acknowledged());  // held: the paused endpoint's deliveries are not persisted yet
+  CHECK(test::query_value(db, "SELECT count(*) FROM walhook.deliveries") == "0");
+
+  db.exec("ALTER DATABASE readonly RESET default_transaction_read_only");
+  // walhook reconnects its writer after a failure, so it sees the change by itself.
+  CHECK(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "5"; }, 30s));
+  CHECK(test::eventually(acknowledged, 20s));
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
 }

@@ -196,14 +196,19 @@ TEST_CASE("aggregate-ordered claims: the oldest of each aggregate only, none whi
 
 TEST_CASE("slot progress is recorded and only moves forward") {
   fixture f("ss_progress");
-  f.store->enqueue(sql::progress_write{"s", 1000});
-  f.store->enqueue(sql::progress_write{"s", 900});
+  f.store->enqueue(sql::progress_write{"s", "sys1", 1000});
+  f.store->enqueue(sql::progress_write{"s", "sys1", 900});
   f.flush();
   auto p = f.run(f.store->load_progress("s"));
   REQUIRE(p.has_value());
-  CHECK(*p == 1000);
-  f.store->enqueue(sql::progress_write{"s", 800});
+  CHECK(p->first == 1000);
+  CHECK(p->second == "sys1");
+  f.store->enqueue(sql::progress_write{"s", "sys1", 800});
   f.flush();
-  CHECK(*f.run(f.store->load_progress("s")) == 1000);
-  CHECK(*f.run(f.store->load_progress("other")) == 0);
+  CHECK(f.run(f.store->load_progress("s"))->first == 1000);
+  // Another cluster (a restored copy) starts its own record, even at a lower position.
+  f.store->enqueue(sql::progress_write{"s", "sys2", 500});
+  f.flush();
+  CHECK(*f.run(f.store->load_progress("s")) == std::pair<std::uint64_t, std::string>{500, "sys2"});
+  CHECK(f.run(f.store->load_progress("other"))->first == 0);
 }

@@ -190,3 +190,12 @@ TEST_CASE("json_writer: take() moves the document out") {
   std::string doc = w.take();
   CHECK(doc == R"({"a":1})");
 }
+
+TEST_CASE("text that is not UTF-8 becomes U+FFFD, so the JSON stays valid for PostgreSQL") {
+  std::string out;
+  walhook::log::append_json_escaped(out, std::string("caf\xe9\xff ok \xc3\xa9 \xed\xa0\x80 \xf0\x9f\x98\x80 \xc0\xaf"));
+  CHECK(out == "caf\xEF\xBF\xBD\xEF\xBF\xBD ok \xc3\xa9 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD \xf0\x9f\x98\x80 \xEF\xBF\xBD\xEF\xBF\xBD");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  CHECK(parser.parse("\"" + out + "\"").get(doc) == simdjson::SUCCESS);
+}
