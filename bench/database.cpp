@@ -1,0 +1,115 @@
+#include "bench/database.hpp"
+
+#include "bench/proc_stats.hpp"
+#include "relay/blocking_db.hpp"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <stdexcept>
+
+namespace walhook::bench {
+namespace {
+
+std::string quote_value(const std::string& v) {
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+bench_cluster::bench_cluster(const std::string& url) {
+  std::string source = url;
+  if (url.empty()) {
+    relay::embedded_postgres_options o;
+    // Commit-to-receipt latency uses the server's own commit timestamps.
+    o.settings = {"track_commit_timestamp=on"};
+    pg_ = std::make_unique<relay::embedded_postgres>(o);
+    source = pg_->url();
+  }
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(source.c_str(), &err);
+  if (!opts) {
+    std::string msg = err ? err : "invalid connection string";
+    PQfreemem(err);
+    throw std::runtime_error("--database-url: " + relay::one_line(msg));
+  }
+  for (auto* o = opts; o->keyword; ++o) {
+    if (!o->val || !*o->val) continue;
+    std::string k = o->keyword;
+    if (k == "dbname") {
+      maintenance_db_ = o->val;
+      continue;
+    }
+    if (k == "host" || k == "hostaddr") host_ = o->val;
+    base_ += k + "=" + quote_value(o->val) + " ";
+  }
+  PQconninfoFree(opts);
+
+  relay::blocking_db db(conninfo(maintenance_db_), "walhook-bench");
+  version_ = std::string(db.exec("SHOW server_version").value(0, 0));
+  commit_timestamps_ = db.exec("SHOW track_commit_timestamp").value(0, 0) == "on";
+  if (pg_) {
+    postmaster_ = pg_->pid();
+  } else {
+    // A server on this host: the backend's parent is the postmaster.
+    pid_t backend = static_cast<pid_t>(std::stol(std::string(db.exec("SELECT pg_backend_pid()").value(0, 0))));
+    if (process_name(backend) == "postgres") {
+      pid_t parent = parent_of(backend);
+      if (parent > 0 && process_name(parent) == "postgres") postmaster_ = parent;
+    }
+  }
+}
+
+bench_cluster::~bench_cluster() = default;
+
+std::string bench_cluster::conninfo(const std::string& database) const {
+  return base_ + "dbname=" + quote_value(database);
+}
+
+std::string bench_cluster::create_database(const std::string& name) {
+  drop_database(name);
+  relay::blocking_db db(conninfo(maintenance_db_), "walhook-bench");
+  db.exec("CREATE DATABASE " + pg::quote_identifier(name));
+  return conninfo(name);
+}
+
+void bench_cluster::drop_database(const std::string& name) {
+  relay::blocking_db db(conninfo(maintenance_db_), "walhook-bench");
+  pg::params p{name};
+  // A slot still in use (its walsender exiting) cannot be dropped yet: terminate and retry.
+  for (int i = 0; i < 50; ++i) {
+    db.exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active", p);
+    try {
+      db.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1", p);
+      break;
+    } catch (const relay::cli_error&) {
+      ::usleep(100 * 1000);
+    }
+  }
+  db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", p);
+  db.exec("DROP DATABASE IF EXISTS " + pg::quote_identifier(name) + " WITH (FORCE)");
+}
+
+std::string bench_cluster::description() const {
+  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host (fsync=off, track_commit_timestamp=on)", version_);
+  return fmt::format("PostgreSQL {} at {}{}", version_, host_.empty() ? "local socket" : host_,
+                     postmaster_ ? " (on this host)" : "");
+}
+
+void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot) {
+  std::vector<std::string> argv{walhook_binary, "migrate", "--database-url", conninfo};
+  if (slot.empty()) argv.push_back("--no-slot");
+  else {
+    argv.push_back("--slot");
+    argv.push_back(slot);
+  }
+  std::string out;
+  if (relay::run_process(argv, "", out) != 0) throw std::runtime_error("walhook migrate failed: " + out);
+}
+
+}  // namespace walhook::bench

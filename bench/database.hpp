@@ -1,0 +1,60 @@
+#pragma once
+// The PostgreSQL server a benchmark runs against: the one given by --database-url, or a
+// throwaway cluster (relay::embedded_postgres, like `walhook demo`) with commit timestamps on.
+// Every trial gets a fresh database (and, for walhook, its own replication slot), dropped
+// afterwards so no slot keeps WAL from one trial to the next.
+//
+// Blocking (libpq, fork/exec): used from the bench's main thread between trials.
+
+#include "relay/embedded_postgres.hpp"
+
+#include <memory>
+#include <string>
+
+#include <sys/types.h>
+
+namespace walhook::bench {
+
+class bench_cluster {
+ public:
+  /// url "" starts a throwaway cluster. Otherwise the role must be allowed to CREATE DATABASE
+  /// and to use replication (walhook's needs anyway).
+  explicit bench_cluster(const std::string& url);
+  ~bench_cluster();
+
+  /// A connection string (libpq key=value) for `database` on this server.
+  std::string conninfo(const std::string& database) const;
+
+  /// Drops `name` if it exists (and any replication slot in it), then creates it empty.
+  /// Returns its conninfo.
+  std::string create_database(const std::string& name);
+  /// Drops the database and every replication slot that belongs to it.
+  void drop_database(const std::string& name);
+
+  /// The postmaster's pid when the server runs on this host and is visible in /proc, else 0
+  /// (then PostgreSQL's CPU and memory are not reported).
+  pid_t postmaster_pid() const { return postmaster_; }
+  /// SHOW server_version.
+  const std::string& server_version() const { return version_; }
+  /// track_commit_timestamp is on: commit times come from the server
+  /// (pg_xact_commit_timestamp); otherwise from the client right after COMMIT returns.
+  bool commit_timestamps() const { return commit_timestamps_; }
+  bool embedded() const { return pg_ != nullptr; }
+  /// A short description for the report ("embedded PostgreSQL 15.x, fsync=off" or the host).
+  std::string description() const;
+
+ private:
+  std::unique_ptr<relay::embedded_postgres> pg_;
+  std::string base_;  ///< conninfo without dbname
+  std::string maintenance_db_ = "postgres";
+  std::string host_;
+  pid_t postmaster_ = 0;
+  std::string version_;
+  bool commit_timestamps_ = false;
+};
+
+/// `walhook migrate --database-url <conninfo> [--slot NAME | --no-slot]`; throws with its output
+/// on failure.
+void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot);
+
+}  // namespace walhook::bench

@@ -1,0 +1,197 @@
+// walhook-bench: commit-to-receipt latency, throughput and cost of walhook against the classic
+// polling outbox relay and its LISTEN/NOTIFY variant, on the same database, receiver, HTTP
+// client and signing. `walhook-bench run SCENARIO` (see bench/README.md).
+
+#include "bench/database.hpp"
+#include "bench/proc_stats.hpp"
+#include "bench/report.hpp"
+#include "bench/scenarios.hpp"
+#include "common/log.hpp"
+#include "common/time.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+using namespace walhook;
+using namespace walhook::bench;
+
+std::string now_iso() { return format_iso8601(system_now()); }
+
+std::string source_version() {
+  std::string out;
+  if (relay::run_process({"git", "-C", WALHOOK_SOURCE_DIR, "describe", "--always", "--dirty"}, "", out) != 0) return {};
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s = "walhook-bench";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    // Never print a password given in a URL.
+    if (a.find("://") != std::string::npos && a.find('@') != std::string::npos) a = "<database-url>";
+    s += " " + a;
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"walhook-bench: walhook against a polling outbox relay, side by side (commit-to-receipt latency, "
+               "throughput, CPU, memory, slot lag)"};
+  app.require_subcommand(1);
+
+  std::string scenario;
+  std::string relays = "walhook,polling,notify";
+  std::string database_url;
+  std::string walhook_binary = WALHOOK_BINARY;
+  std::string out_dir = WALHOOK_BENCH_RESULTS_DIR;
+  scenario_options so;
+  bench_settings settings;
+  double warmup_s = 2, measure_s = 10;
+  long long deadline_ms = 5000, poll_interval_ms = 500;
+  bool quiet = false;
+
+  auto* run = app.add_subcommand("run", "Run a scenario (or all) and write <out>/<scenario>.{md,json} and PNG plots");
+  std::vector<std::string> choices = scenario_names();
+  choices.push_back("all");
+  run->add_option("scenario", scenario, "steady | max | fanout | noisy-neighbour | recovery | custom | all")
+      ->required()
+      ->check(CLI::IsMember(choices));
+  run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
+  run->add_option("--runs", so.runs, "Runs of every trial (the report shows medians)")->capture_default_str()->check(CLI::Range(1, 100));
+  run->add_option("--database-url", database_url,
+                  "PostgreSQL to use (needs CREATEDB and replication; the bench creates and drops databases "
+                  "walhook_bench_*); default: a throwaway cluster")
+      ->envname("WALHOOK_DATABASE_URL");
+  run->add_option("--walhook", walhook_binary, "The walhook binary under test")->capture_default_str();
+  std::string walhook_label;
+  run->add_option("--walhook-label", walhook_label, "How to name the walhook under test in the report (default: git describe of this source tree)");
+  run->add_option("--walhook-arg", settings.walhook_args, "Extra `walhook run` flag (repeatable), e.g. --walhook-arg=--max-in-flight=128");
+  run->add_option("--out", out_dir, "Results directory")->capture_default_str();
+  run->add_option("--warmup-s", warmup_s, "Warm-up before measuring, seconds")->capture_default_str();
+  run->add_option("--measure-s", measure_s, "Measured load, seconds (steady, fanout, custom)")->capture_default_str();
+  run->add_option("--payload-bytes", so.payload_bytes, "Outbox payload size")->capture_default_str();
+  run->add_option("--connections", so.connections, "Generator connections")->capture_default_str();
+  run->add_option("--max-concurrency", so.max_concurrency, "Every endpoint's max_concurrency")->capture_default_str();
+  run->add_option("--deadline-ms", deadline_ms, "HTTP deadline of every relay (walhook --deadline-ms)")->capture_default_str();
+  run->add_option("--poll-workers", settings.poll_workers, "Polling relays: worker connections")->capture_default_str();
+  run->add_option("--poll-batch", settings.poll_batch, "Polling relays: rows reserved per transaction")->capture_default_str();
+  run->add_option("--poll-interval-ms", poll_interval_ms, "Polling relays: poll period when idle")->capture_default_str();
+  run->add_option("--steady-rates", so.steady_rates, "steady: rates, events/s")->delimiter(',')->capture_default_str();
+  run->add_option("--ladder", so.ladder, "max: rates to climb, events/s")->delimiter(',');
+  long long step_ms = so.step.count();
+  run->add_option("--step-ms", step_ms, "max: duration of each step")->capture_default_str();
+  run->add_option("--max-rows-per-commit", so.max_rows_per_commit, "max: rows per transaction")->capture_default_str();
+  run->add_option("--noisy-rate", so.noisy_rate, "noisy-neighbour: events/s over 17 endpoints")->capture_default_str();
+  double noisy_measure_s = 20;
+  run->add_option("--noisy-measure-s", noisy_measure_s, "noisy-neighbour: measured seconds")->capture_default_str();
+  long long down_ms = so.down.count(), kill_after_ms = so.kill_after.count();
+  run->add_option("--down-ms", down_ms, "recovery: walhook stays dead this long")->capture_default_str();
+  run->add_option("--kill-after-ms", kill_after_ms, "recovery: kill -9 this long after the load started")->capture_default_str();
+  run->add_option("--rate", so.rate, "custom: events/s")->capture_default_str();
+  run->add_option("--rows-per-commit", so.rows_per_commit, "custom: rows per transaction")->capture_default_str();
+  run->add_option("--endpoints", so.endpoints, "custom: endpoints")->capture_default_str();
+  run->add_option("--fanout", so.custom_fanout, "custom: endpoints per event (per tenant)")->capture_default_str();
+  run->add_option("--tenants", so.tenants, "custom: tenants (default endpoints / fanout; extra tenants have no endpoint)");
+  run->add_option("--behaviour", so.behaviour, "custom: immediate | delay:MS | error:RATE | never")->capture_default_str();
+  run->add_flag("--quiet", quiet, "No progress lines on stderr");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  log::set_level(log::level::warn);
+
+  so.relays.clear();
+  {
+    std::stringstream ss(relays);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      relay_kind k;
+      if (!parse_relay_kind(item, k)) {
+        std::cerr << "walhook-bench: --relay: unknown relay '" << item << "' (walhook, polling, notify)\n";
+        return 2;
+      }
+      so.relays.push_back(k);
+    }
+  }
+  so.warmup = std::chrono::milliseconds(static_cast<long long>(warmup_s * 1000));
+  so.measure = std::chrono::milliseconds(static_cast<long long>(measure_s * 1000));
+  so.noisy_measure = std::chrono::milliseconds(static_cast<long long>(noisy_measure_s * 1000));
+  so.step = std::chrono::milliseconds(step_ms);
+  so.down = std::chrono::milliseconds(down_ms);
+  so.kill_after = std::chrono::milliseconds(kill_after_ms);
+  settings.walhook_binary = walhook_binary;
+  settings.deadline = std::chrono::milliseconds(deadline_ms);
+  settings.poll_interval = std::chrono::milliseconds(poll_interval_ms);
+  settings.verbose = !quiet;
+
+  try {
+    if (!std::filesystem::exists(walhook_binary)) throw std::runtime_error("no walhook binary at " + walhook_binary);
+    std::filesystem::create_directories(out_dir);
+    settings.log_dir = std::filesystem::temp_directory_path() / "walhook-bench-logs";
+    std::filesystem::create_directories(settings.log_dir);
+
+    if (!quiet) std::cerr << (database_url.empty() ? "starting a throwaway PostgreSQL …\n" : "connecting …\n");
+    bench_cluster cluster(database_url);
+    trial_runner runner(cluster, settings);
+    const auto started = std::chrono::steady_clock::now();
+    const std::string suite_began = now_iso(), suite_load_before = load_average();
+    std::vector<std::string> names = scenario == "all" ? std::vector<std::string>{"steady", "max", "fanout", "noisy-neighbour", "recovery"}
+                                                       : std::vector<std::string>{scenario};
+    std::vector<scenario_report> reports;
+    for (const auto& name : names) {
+      const std::string began = now_iso(), load_before = load_average();
+      scenario_report r = run_scenario(name, runner, so);
+      r.started_at = began;
+      r.load_before = load_before;
+      r.command = command_line(argc, argv);
+      r.machine = describe_machine();
+      r.database = cluster.description();
+      r.walhook_binary = walhook_binary;
+      r.walhook_version = walhook_label.empty() ? source_version() : walhook_label;
+      r.finished_at = now_iso();
+      r.load_after = load_average();
+      auto files = write_reports(r, out_dir);
+      if (!quiet) {
+        std::cerr << "\n" << name << ":\n";
+        for (const auto& f : r.findings) std::cerr << "  * " << f << "\n";
+        for (const auto& f : files) std::cerr << "  wrote " << f << "\n";
+      }
+      reports.push_back(std::move(r));
+    }
+    if (scenario == "all") {
+      std::ofstream md(out_dir + "/summary.md");
+      scenario_report suite = reports.front();  // machine and database are the same for all
+      suite.started_at = suite_began;
+      suite.load_before = suite_load_before;
+      suite.finished_at = reports.back().finished_at;
+      suite.load_after = reports.back().load_after;
+      md << "# walhook-bench: all scenarios\n\n`" << command_line(argc, argv) << "`\n\n" << markdown_machine(suite) << "\n";
+      for (const auto& r : reports) {
+        md << "## " << r.scenario << "\n\n";
+        for (const auto& f : r.findings) md << "* " << f << "\n";
+        md << "\nDetails: [" << r.scenario << ".md](" << r.scenario << ".md)\n\n";
+      }
+      md << fmt::format("Suite wall time: {:.0f} s.\n",
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      if (!quiet) std::cerr << "wrote " << out_dir << "/summary.md\n";
+    }
+    if (!quiet)
+      std::cerr << fmt::format("done in {:.0f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  } catch (const std::exception& e) {
+    std::cerr << "walhook-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

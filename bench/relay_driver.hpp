@@ -1,0 +1,69 @@
+#pragma once
+// One relay under test, driven the same way whatever its kind:
+//   walhook — the real `walhook run` binary as a child process (so kill -9 is real);
+//   polling — the classic polling relay (bench/polling_relay.hpp), in the bench process;
+//   notify  — the same, woken by LISTEN/NOTIFY.
+// The trial runner prepares the database, starts the relay, waits until it is ready, loads it,
+// and reads its CPU and memory from /proc.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace walhook::bench {
+
+enum class relay_kind { walhook, polling, notify };
+std::string to_string(relay_kind k);
+/// "walhook" | "polling" | "notify"; false on anything else.
+bool parse_relay_kind(const std::string& text, relay_kind& out);
+
+struct driver_options {
+  std::string walhook_binary;
+  std::vector<std::string> walhook_args;  ///< extra `walhook run` flags
+  std::chrono::milliseconds deadline{5000};  ///< HTTP deadline of every relay
+  int poll_workers = 16;
+  int poll_batch = 10;
+  std::chrono::milliseconds poll_interval{500};
+  std::string log_path;  ///< walhook's output goes here
+};
+
+class relay_driver {
+ public:
+  virtual ~relay_driver() = default;
+  virtual relay_kind kind() const = 0;
+  /// Schema for this relay in a fresh database: `walhook migrate` (with or without a slot)
+  /// plus the relay's own tables. Blocking.
+  virtual void prepare(const std::string& conninfo, const std::string& slot) = 0;
+  /// The generator's transaction (see generator_options::insert_sql).
+  virtual std::string insert_sql() const = 0;
+  /// Starts the relay (endpoints must exist).
+  virtual void start() = 0;
+  /// Waits until it streams / polls.
+  virtual bool wait_ready(std::chrono::milliseconds timeout) = 0;
+  /// Stops it gracefully (SIGTERM / stop()), bounded.
+  virtual void stop() = 0;
+  /// CPU seconds used so far, every instance included (a walhook killed and restarted counts
+  /// both). For in-process relays: their thread.
+  virtual double cpu_seconds() = 0;
+  /// Peak RSS of the relay process (KiB); 0 for in-process relays (they share the bench process).
+  virtual long peak_rss_kib() = 0;
+  /// SELECT returning the pending deliveries of endpoint $1 in the relay's delivery table.
+  virtual std::string pending_sql() const = 0;
+  /// SELECT returning (rows, delivered rows) of the relay's delivery table: what it wrote back.
+  virtual std::string rows_written_sql() const = 0;
+  /// The replication slot, "" if the relay has none.
+  virtual std::string slot() const { return {}; }
+  /// kill -9 (walhook only); returns false if not supported.
+  virtual bool kill9() { return false; }
+  /// The relay's own counters for the report ("polls=…", "sessions=…"), free text.
+  virtual std::string notes() const { return {}; }
+  /// Messages of failures the relay reported (bench-side errors, walhook error log lines).
+  virtual std::string errors() const { return {}; }
+};
+
+std::unique_ptr<relay_driver> make_driver(relay_kind kind, const driver_options& options);
+
+}  // namespace walhook::bench

@@ -1,0 +1,11 @@
+set terminal pngcairo size 1000,820 font 'sans,10'
+set output 'recovery-timeline.png'
+set multiplot layout 2,1 title 'walhook-bench recovery (first run of each)'
+set grid
+set key top left
+set xlabel 'seconds since the load started'
+set ylabel 'backlog (deliveries committed − received)'
+plot 'data/recovery-1-000-ev-s-kill-9-at-5-s-down-1-0-s-walhook.timeline' using 1:2 with lines lw 2 lc 1 title 'walhook'
+set ylabel 'slot lag (MiB)'
+plot 'data/recovery-1-000-ev-s-kill-9-at-5-s-down-1-0-s-walhook.timeline' using 1:($3 >= 0 ? $3 : 1/0) with lines lw 2 lc 1 title 'walhook (unconfirmed)', 'data/recovery-1-000-ev-s-kill-9-at-5-s-down-1-0-s-walhook.timeline' using 1:($5 >= 0 ? $5 : 1/0) with lines lw 1 dt 2 lc 1 title 'walhook (not yet sent)'
+unset multiplot

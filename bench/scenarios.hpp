@@ -1,0 +1,63 @@
+#pragma once
+// The scenarios of `walhook-bench run` (issue 5):
+//   steady          1,000 and 5,000 events/s, 1 row per transaction, 8 endpoints, fast receiver
+//   max             a rising ladder of rates until the relay's backlog grows: highest sustained rate
+//   fanout          each event to 10 endpoints
+//   noisy-neighbour 16 healthy endpoints + 1 that never answers within the deadline, against the
+//                   same load with all 17 answering at once
+//   recovery        kill -9 walhook under load, restart it: time until deliveries resume, duplicates
+//   custom          one workload from the command-line flags
+// Each builds workloads, runs them through the trial runner for every relay and run
+// (interleaved: run 1 of every relay, then run 2, … so drifting background load hits all
+// relays alike), and adds its findings (figures against the issue's targets) to the report.
+
+#include "bench/report.hpp"
+#include "bench/trial.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace walhook::bench {
+
+struct scenario_options {
+  std::vector<relay_kind> relays{relay_kind::walhook, relay_kind::polling, relay_kind::notify};
+  int runs = 1;
+  std::chrono::milliseconds warmup{2000};
+  std::chrono::milliseconds measure{10000};
+  std::size_t payload_bytes = 256;
+  int connections = 4;
+  int max_concurrency = 4;
+  // steady
+  std::vector<double> steady_rates{1000, 5000};
+  // max: the ladder (events/s), each step this long, this many rows per transaction
+  std::vector<double> ladder{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000};
+  std::chrono::milliseconds step{4000};
+  int max_rows_per_commit = 10;
+  // fanout
+  double fanout_rate = 500;
+  int fanout = 10;
+  // noisy-neighbour
+  int noisy_healthy = 16;
+  double noisy_rate = 850;
+  std::chrono::milliseconds noisy_measure{20000};
+  // recovery
+  double recovery_rate = 1000;
+  std::chrono::milliseconds kill_after{5000};  ///< since the load started
+  std::chrono::milliseconds down{1000};        ///< walhook stays dead this long
+  // custom
+  double rate = 1000;
+  int rows_per_commit = 1;
+  int endpoints = 8;
+  int custom_fanout = 1;
+  int tenants = 0;  ///< 0: endpoints / fanout
+  std::string behaviour = "immediate";  ///< immediate | delay:MS | error:RATE | never
+};
+
+/// Scenario names `run` accepts (without "all").
+const std::vector<std::string>& scenario_names();
+
+/// Runs one scenario; the report has every trial and the findings.
+scenario_report run_scenario(const std::string& name, trial_runner& runner, const scenario_options& options);
+
+}  // namespace walhook::bench

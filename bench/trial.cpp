@@ -1,0 +1,421 @@
+#include "bench/trial.hpp"
+
+#include "bench/proc_stats.hpp"
+#include "delivery/signing.hpp"
+#include "relay/blocking_db.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <atomic>
+#include <cmath>
+#include <iostream>
+#include <thread>
+#include <unordered_map>
+
+#include <unistd.h>
+
+namespace walhook::bench {
+namespace {
+
+std::int64_t system_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Samples backlog, slot lag, the watched endpoint's pending rows and PostgreSQL's memory.
+class sampler {
+ public:
+  sampler(const std::string& conninfo, std::string slot, std::string pending_sql, std::int64_t watched_endpoint,
+          pid_t postmaster, const load_generator& gen, const sink& snk)
+      : slot_(std::move(slot)), pending_sql_(std::move(pending_sql)), watched_(watched_endpoint), postmaster_(postmaster),
+        gen_(gen), sink_(snk), db_(conninfo, "walhook-bench-sampler") {}
+  ~sampler() { stop(); }
+
+  void start(std::int64_t t0_us) {
+    t0_us_ = t0_us;
+    thread_ = std::thread([this] { loop(); });
+  }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  const std::vector<sample_point>& samples() const { return samples_; }
+  /// CPU seconds of the slot's walsender(s) as last seen; −1 if none was seen.
+  double walsender_cpu() const {
+    if (walsender_cpu_.empty()) return -1;
+    double s = 0;
+    for (const auto& [pid, cpu] : walsender_cpu_) s += cpu;
+    return s;
+  }
+  long peak_postgres_kib() const { return peak_pg_; }
+
+ private:
+  void loop() {
+    int tick = 0;
+    while (!stop_) {
+      sample_point s;
+      s.t_s = static_cast<double>(system_us() - t0_us_) / 1e6;
+      s.backlog = gen_.committed_deliveries() - sink_.answered_ok();
+      try {
+        if (!slot_.empty()) {
+          pg::params p{slot_};
+          auto r = db_.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, "
+                            "pg_wal_lsn_diff(pg_current_wal_lsn(), r.sent_lsn)::bigint, s.active_pid "
+                            "FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+                            "WHERE s.slot_name = $1", p);
+          if (r.rows() == 1 && !r.is_null(0, 0)) s.slot_lag_bytes = std::stoll(std::string(r.value(0, 0)));
+          if (r.rows() == 1 && !r.is_null(0, 1)) s.sent_lag_bytes = std::stoll(std::string(r.value(0, 1)));
+          if (r.rows() == 1 && !r.is_null(0, 2)) {
+            // The walsender's CPU: the latest value of every walsender this slot had.
+            pid_t ws = static_cast<pid_t>(std::stol(std::string(r.value(0, 2))));
+            double cpu = process_cpu_seconds(ws);
+            if (cpu > 0) walsender_cpu_[ws] = cpu;
+          }
+        }
+        if (watched_ > 0 && tick % 4 == 0) {
+          pg::params p{std::to_string(watched_)};
+          auto r = db_.exec(pending_sql_, p);
+          if (r.rows() == 1) s.pending = std::stoll(std::string(r.value(0, 0)));
+        }
+      } catch (const std::exception&) {
+        // A sample missed (server busy or restarting) is not a failure of the trial.
+      }
+      if (tick % 4 == 0 && postmaster_ > 0) peak_pg_ = std::max(peak_pg_, tree_rss_kib(postmaster_));
+      samples_.push_back(s);
+      ++tick;
+      for (int i = 0; i < 25 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  std::string slot_;
+  std::string pending_sql_;
+  std::int64_t watched_;
+  pid_t postmaster_;
+  const load_generator& gen_;
+  const sink& sink_;
+  relay::blocking_db db_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::int64_t t0_us_ = 0;
+  std::vector<sample_point> samples_;
+  std::map<pid_t, double> walsender_cpu_;
+  long peak_pg_ = 0;
+};
+
+std::string database_name(const std::string& scenario, int sequence) {
+  std::string s = "walhook_bench_";
+  for (char c : scenario) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return s + "_" + std::to_string(sequence);
+}
+
+}  // namespace
+
+latency_stats summarize(std::vector<double> ms, std::size_t lower_bounds) {
+  latency_stats s;
+  s.n = ms.size();
+  s.lower_bounds = lower_bounds;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  // Nearest-rank percentiles.
+  auto at = [&](double q) {
+    auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ms.size())));
+    return ms[std::min(ms.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  s.p50 = at(0.50);
+  s.p90 = at(0.90);
+  s.p99 = at(0.99);
+  s.p999 = at(0.999);
+  s.max = ms.back();
+  double sum = 0;
+  for (double v : ms) sum += v;
+  s.mean = sum / static_cast<double>(ms.size());
+  return s;
+}
+
+std::vector<endpoint_spec> make_endpoints(int count, int fanout, int max_concurrency) {
+  std::vector<endpoint_spec> out;
+  for (int i = 0; i < count; ++i) {
+    endpoint_spec e;
+    e.path = fmt::format("/ep/{}", i);
+    e.tenant = static_cast<std::size_t>(i / std::max(1, fanout));
+    e.max_concurrency = max_concurrency;
+    out.push_back(e);
+  }
+  return out;
+}
+
+trial_runner::trial_runner(bench_cluster& cluster, bench_settings settings)
+    : cluster_(cluster), settings_(std::move(settings)) {}
+
+trial_result trial_runner::run(const std::string& scenario, const workload& w, relay_kind kind, int run_index,
+                               const controller& control) {
+  trial_result res;
+  res.scenario = scenario;
+  res.variant = w.variant;
+  res.relay = to_string(kind);
+  res.run = run_index;
+  const std::string name = database_name(scenario, ++sequence_);
+  if (settings_.verbose)
+    std::cerr << fmt::format("[{}] {} / {} / {} run {} …", load_average(), scenario, w.variant, res.relay, run_index + 1)
+              << std::flush;
+
+  const std::string conninfo = cluster_.create_database(name);
+  driver_options dopt;
+  dopt.walhook_binary = settings_.walhook_binary;
+  dopt.walhook_args = settings_.walhook_args;
+  dopt.deadline = settings_.deadline;
+  dopt.poll_workers = settings_.poll_workers;
+  dopt.poll_batch = settings_.poll_batch;
+  dopt.poll_interval = settings_.poll_interval;
+  dopt.log_path = settings_.log_dir + "/" + name + "-walhook.log";
+  ::unlink(dopt.log_path.c_str());
+  auto driver = make_driver(kind, dopt);
+  driver->prepare(conninfo, name);
+
+  // Endpoints and the receiver.
+  auto endpoints = w.endpoints;
+  auto snk = std::make_unique<sink>();
+  std::vector<int> deliveries_per_tenant(static_cast<std::size_t>(std::max(1, w.tenants)), 0);
+  std::int64_t watched_id = 0;
+  {
+    relay::blocking_db db(conninfo, "walhook-bench");
+    for (auto& e : endpoints) {
+      e.secret = delivery::generate_secret();
+      pg::params p{tenant_name(e.tenant), snk->url(e.path), e.secret, std::to_string(e.max_concurrency)};
+      auto r = db.exec("INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency) "
+                       "VALUES ($1, $2, $3, $4::int) RETURNING id", p);
+      e.id = std::stoll(std::string(r.value(0, 0)));
+      snk->configure(e);
+      if (!e.behaviour.never && e.tenant < deliveries_per_tenant.size()) ++deliveries_per_tenant[e.tenant];
+      if (e.path == w.watch_path) watched_id = e.id;
+    }
+    try {
+      db.exec("CHECKPOINT");  // start every trial from a clean shared-buffer state
+    } catch (const relay::cli_error&) {
+    }
+  }
+
+  driver->start();
+  if (!driver->wait_ready(std::chrono::seconds(30))) {
+    std::string why = driver->errors();
+    driver->stop();
+    cluster_.drop_database(name);
+    throw std::runtime_error(fmt::format("{} did not become ready: {}", res.relay, why));
+  }
+
+  generator_options gopt;
+  gopt.conninfo = conninfo;
+  gopt.insert_sql = driver->insert_sql();
+  gopt.schedule = w.schedule;
+  gopt.rows_per_commit = w.rows_per_commit;
+  gopt.payload_bytes = w.payload_bytes;
+  gopt.tenants = w.tenants;
+  gopt.deliveries_per_tenant = deliveries_per_tenant;
+  gopt.connections = w.connections;
+  load_generator gen(gopt);
+
+  const pid_t pm = cluster_.postmaster_pid();
+  // Resource counters at the start of the load.
+  const double relay0 = driver->cpu_seconds();
+  const double pg0 = pm ? tree_cpu_seconds(pm) : 0;
+  const double recv0 = snk->cpu_seconds();
+  const double self0 = process_cpu_seconds(::getpid());
+  const double walhook_proc0 = kind == relay_kind::walhook ? relay0 : 0;
+  const double machine0 = machine_busy_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+
+  gen.start();
+  res.start_us = gen.start_us();
+  sampler samp(conninfo, driver->slot(), driver->pending_sql(), watched_id, pm, gen, *snk);
+  samp.start(res.start_us);
+
+  std::int64_t schedule_ms = 0;
+  for (const auto& s : w.schedule) schedule_ms += s.duration.count();
+  std::int64_t window_end_us = res.start_us + schedule_ms * 1000;
+  bool stopped_early = false;
+  while (!gen.finished()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (control) {
+      trial_control c{gen, *snk, *driver, res, static_cast<double>(system_us() - res.start_us) / 1e6};
+      control(c);
+      if (c.stop && !stopped_early) {
+        stopped_early = true;
+        window_end_us = system_us();
+        gen.stop();
+      }
+    }
+  }
+  gen.join();
+
+  // Drain: until every delivery the measured endpoints must get has arrived, or the timeout.
+  auto drain_until = std::chrono::steady_clock::now() + w.drain;
+  while (w.drain_all && std::chrono::steady_clock::now() < drain_until) {
+    if (snk->answered_ok() >= gen.committed_deliveries()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::int64_t drain_end_us = system_us();
+
+  // Resources at the end.
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  res.cpu_elapsed_s = wall;
+  res.cpu_relay = driver->cpu_seconds() - relay0;
+  res.cpu_postgres = pm ? tree_cpu_seconds(pm) - pg0 : -1;
+  res.cpu_receiver = snk->cpu_seconds() - recv0;
+  res.cpu_generator = gen.cpu_seconds();
+  const double self = process_cpu_seconds(::getpid()) - self0;
+  const double walhook_proc = kind == relay_kind::walhook ? driver->cpu_seconds() - walhook_proc0 : 0;
+  res.cpu_machine_other = (machine_busy_seconds() - machine0) - self - walhook_proc - std::max(0.0, res.cpu_postgres);
+  res.rss_relay_kib = driver->peak_rss_kib();
+  res.rss_bench_kib = peak_rss_kib(::getpid());
+  samp.stop();
+  res.rss_postgres_kib = samp.peak_postgres_kib();
+  res.samples = samp.samples();
+  res.cpu_walsender = samp.walsender_cpu();
+  for (const auto& s : res.samples) {
+    res.max_backlog = std::max(res.max_backlog, s.backlog);
+    res.max_slot_lag_bytes = std::max(res.max_slot_lag_bytes, s.slot_lag_bytes);
+    res.max_sent_lag_bytes = std::max(res.max_sent_lag_bytes, s.sent_lag_bytes);
+  }
+  if (control) {
+    // A last call after the drain (scenarios read the receiver's final state here).
+    trial_control c{gen, *snk, *driver, res, static_cast<double>(system_us() - res.start_us) / 1e6};
+    c.final = true;
+    control(c);
+  }
+
+  driver->stop();
+  if (auto n = driver->notes(); !n.empty()) res.notes.push_back(n);
+  if (auto e = driver->errors(); !e.empty()) res.notes.push_back("relay errors: " + e);
+  if (!gen.first_error().empty()) res.notes.push_back("generator: " + gen.first_error());
+  for (const auto& e : endpoints)
+    if (!e.measured) res.extra["peak_concurrency:" + e.path] = static_cast<double>(snk->max_concurrent(e.path));
+
+  // What the relay wrote to its delivery table (walhook: only what did not succeed at once).
+  try {
+    relay::blocking_db db(conninfo, "walhook-bench");
+    auto r = db.exec(driver->rows_written_sql());
+    res.extra["delivery_rows_written"] = std::stod(std::string(r.value(0, 0)));
+  } catch (const std::exception&) {
+  }
+
+  // Commit times from the server when it keeps them.
+  auto& events = gen.events();
+  std::unordered_map<std::string_view, std::uint32_t> by_id;
+  by_id.reserve(events.size() * 2);
+  for (std::uint32_t i = 0; i < events.size(); ++i) by_id.emplace(events[i].id_view(), i);
+  if (cluster_.commit_timestamps()) {
+    relay::blocking_db db(conninfo, "walhook-bench");
+    auto r = db.exec("SELECT id::text, (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint "
+                     "FROM walhook.outbox");
+    std::size_t found = 0;
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.is_null(i, 1)) continue;
+      auto it = by_id.find(r.value(i, 0));
+      if (it == by_id.end()) continue;
+      events[it->second].commit_us = std::stoll(std::string(r.value(i, 1)));
+      ++found;
+    }
+    res.server_commit_times = found == events.size();
+  }
+
+  // Join commits with receipts.
+  const auto requests = snk->requests();
+  snk->stop();
+  std::unordered_map<std::string, std::uint32_t> endpoint_of;
+  for (std::uint32_t i = 0; i < endpoints.size(); ++i) endpoint_of[endpoints[i].path] = i;
+  std::vector<std::vector<std::uint32_t>> measured_of_tenant(static_cast<std::size_t>(std::max(1, w.tenants)));
+  for (std::uint32_t i = 0; i < endpoints.size(); ++i)
+    if (endpoints[i].measured && endpoints[i].tenant < measured_of_tenant.size())
+      measured_of_tenant[endpoints[i].tenant].push_back(i);
+  const std::uint64_t n_ep = endpoints.size();
+  std::unordered_map<std::uint64_t, std::int64_t> first_receipt;
+  first_receipt.reserve(requests.size() * 2);
+  for (const auto& r : requests) {
+    auto ep = endpoint_of.find(r.path);
+    auto ev = by_id.find(r.webhook_id);
+    if (ep == endpoint_of.end() || ev == by_id.end()) {
+      ++res.unknown;
+      continue;
+    }
+    if (r.status < 200 || r.status >= 300) {
+      ++res.non_2xx;
+      continue;
+    }
+    auto [it, fresh] = first_receipt.emplace(std::uint64_t{ev->second} * n_ep + ep->second, r.received_at_us);
+    if (!fresh) {
+      ++res.duplicates;
+      it->second = std::min(it->second, r.received_at_us);
+    }
+  }
+
+  const auto& txns = gen.txns();
+  const std::int64_t window_start_us = res.start_us + w.warmup.count() * 1000;
+  res.window_s = static_cast<double>(window_end_us - window_start_us) / 1e6;
+  res.txns = static_cast<std::int64_t>(txns.size());
+  res.events = static_cast<std::int64_t>(events.size());
+  res.failed_txns = gen.failed_transactions();
+  res.late_txns = gen.late_transactions();
+  res.offered_events_per_s = 0;
+  {
+    // Offered load of the window: the schedule's events in it.
+    std::int64_t t = 0;
+    double offered = 0;
+    for (const auto& s : w.schedule) {
+      std::int64_t a = std::max<std::int64_t>(t, w.warmup.count()), b = std::min<std::int64_t>(t + s.duration.count(), (window_end_us - res.start_us) / 1000);
+      if (b > a) offered += s.events_per_second * static_cast<double>(b - a) / 1000.0;
+      t += s.duration.count();
+    }
+    res.offered_events_per_s = res.window_s > 0 ? offered / res.window_s : 0;
+  }
+  std::vector<double> c2r, s2r;
+  std::size_t lower = 0;
+  std::int64_t committed_in_window = 0, delivered_in_window = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& ev = events[i];
+    const auto& tx = txns[ev.txn];
+    const bool in_window = tx.scheduled_us >= window_start_us && tx.scheduled_us < window_end_us;
+    if (ev.commit_us >= window_start_us && ev.commit_us < window_end_us) ++committed_in_window;
+    if (ev.tenant >= measured_of_tenant.size()) continue;
+    for (std::uint32_t ep : measured_of_tenant[ev.tenant]) {
+      delivery_obs o;
+      o.scheduled_us = tx.scheduled_us;
+      o.commit_us = ev.commit_us;
+      o.endpoint = ep;
+      auto it = first_receipt.find(i * n_ep + ep);
+      if (it != first_receipt.end()) {
+        o.receipt_us = it->second;
+        ++res.delivered_total;
+      }
+      if (o.receipt_us >= window_start_us && o.receipt_us < window_end_us) ++delivered_in_window;
+      res.observations.push_back(o);
+      if (!in_window) continue;
+      ++res.expected;
+      if (o.receipt_us >= 0) {
+        ++res.delivered;
+        c2r.push_back(static_cast<double>(o.receipt_us - o.commit_us) / 1000.0);
+        s2r.push_back(static_cast<double>(o.receipt_us - o.scheduled_us) / 1000.0);
+      } else {
+        ++res.undelivered;
+        ++lower;
+        c2r.push_back(static_cast<double>(drain_end_us - o.commit_us) / 1000.0);
+        s2r.push_back(static_cast<double>(drain_end_us - o.scheduled_us) / 1000.0);
+      }
+    }
+  }
+  res.committed_per_s = res.window_s > 0 ? static_cast<double>(committed_in_window) / res.window_s : 0;
+  res.delivered_per_s = res.window_s > 0 ? static_cast<double>(delivered_in_window) / res.window_s : 0;
+  res.latencies_ms = c2r;
+  res.commit_to_receipt = summarize(std::move(c2r), lower);
+  res.scheduled_to_receipt = summarize(std::move(s2r), lower);
+
+  cluster_.drop_database(name);
+  if (settings_.verbose)
+    std::cerr << fmt::format(" p50 {:.2f} ms, p99 {:.2f} ms, {:.0f} deliveries/s, {} undelivered, {} duplicates\n",
+                             res.commit_to_receipt.p50, res.commit_to_receipt.p99, res.delivered_per_s, res.undelivered,
+                             res.duplicates);
+  return res;
+}
+
+}  // namespace walhook::bench
