@@ -15,7 +15,6 @@
 #include <thread>
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,24 +51,7 @@ RETURNING id, tenant_id)sql";
     std::vector<std::string> argv{options_.walhook_binary, "run", "--database-url", conninfo_, "--slot", slot_,
                                   "--allow-private-networks", "--deadline-ms", std::to_string(options_.deadline.count())};
     argv.insert(argv.end(), options_.walhook_args.begin(), options_.walhook_args.end());
-    pid_t parent = ::getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      int fd = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, STDOUT_FILENO);
-        ::dup2(fd, STDERR_FILENO);
-      }
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the bench
-      if (::getppid() != parent) _exit(0);
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      ::execv(a[0], a.data());
-      _exit(127);
-    }
-    pid_ = pid;
+    pid_ = relay::spawn_process(argv, options_.log_path);  // dies with the bench
   }
 
   bool wait_ready(std::chrono::milliseconds timeout) override {

@@ -105,6 +105,27 @@ int run_process(const std::vector<std::string>& argv, const std::string& user, s
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+pid_t spawn_process(const std::vector<std::string>& argv, const std::string& log_path) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);
+    std::vector<char*> a;
+    for (const auto& arg : argv) a.push_back(const_cast<char*>(arg.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 int free_tcp_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;

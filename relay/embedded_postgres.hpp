@@ -69,6 +69,11 @@ class embedded_postgres {
 int run_process(const std::vector<std::string>& argv, const std::string& user, std::string& output,
                 const std::string& cwd = {});
 
+/// Starts argv (argv[0] a path) in the background with stdout+stderr appended to `log_path`; the
+/// child gets SIGKILL if this process dies (PR_SET_PDEATHSIG), so tests and benchmarks never
+/// leave it behind. Returns its pid; throws std::runtime_error if fork fails.
+pid_t spawn_process(const std::vector<std::string>& argv, const std::string& log_path);
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 int free_tcp_port();
 

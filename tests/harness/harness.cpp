@@ -12,7 +12,6 @@
 #include <stdexcept>
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,24 +58,7 @@ walhook_process::~walhook_process() {
 void walhook_process::start() {
   std::vector<std::string> argv{walhook_binary()};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-    }
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-    if (::getppid() != parent) _exit(0);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    _exit(127);
-  }
-  pid_ = pid;
+  pid_ = relay::spawn_process(argv, log_path_);  // dies with the test
 }
 
 void walhook_process::reaped(int status) {
