@@ -120,7 +120,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   std::size_t attempts_running = 0;
   std::size_t background_running = 0;
   steady::time_point shutdown_deadline{};
-  wal::lsn progress_recorded;
+  walhook::lsn progress_recorded;
   steady::time_point progress_at{};
 
   // Attempt durations (Prometheus histogram, seconds).
@@ -738,7 +738,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
   /// Records the acknowledged position in walhook.slot_progress every 200 ms at most, when it moved.
   void record_progress() {
     auto now = steady::now();
-    wal::lsn confirmed = stream.confirmed();
+    walhook::lsn confirmed = stream.confirmed();
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
     progress_at = now;
@@ -967,7 +967,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
-    stream.resume_from(wal::lsn{progress->first}, progress->second);
+    stream.resume_from(walhook::lsn{progress->first}, progress->second);
 
     // The previous walsender may still hold the slot for a moment after a takeover.
     auto backoff = 100ms;
@@ -1157,7 +1157,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   auto received = self->stream.received();
   gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).", static_cast<double>(confirmed.value()));
   gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
-        static_cast<double>(wal::bytes_between(received, confirmed)));
+        static_cast<double>(walhook::bytes_between(received, confirmed)));
   gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", self->lag_seconds());
 
   header("walhook_attempt_duration_seconds", "histogram", "Duration of delivery attempts.");

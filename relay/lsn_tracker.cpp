@@ -30,7 +30,7 @@ void lsn_tracker::release(ticket t) {
   advance();
 }
 
-void lsn_tracker::commit(ticket t, wal::lsn end_lsn) {
+void lsn_tracker::commit(ticket t, walhook::lsn end_lsn) {
   txn* x = find(t);
   if (!x) return;
   x->committed = true;
@@ -38,7 +38,7 @@ void lsn_tracker::commit(ticket t, wal::lsn end_lsn) {
   advance();
 }
 
-void lsn_tracker::keepalive(wal::lsn wal_end) {
+void lsn_tracker::keepalive(walhook::lsn wal_end) {
   if (txns_.empty() && wal_end > confirmed_) confirmed_ = wal_end;
 }
 

@@ -10,7 +10,7 @@
 //
 // Pure and single-threaded.
 
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,14 +29,14 @@ class lsn_tracker {
   /// One delivery of the transaction is done (delivered, persisted, or merged away).
   void release(ticket t);
   /// The transaction's Commit arrived: its end LSN is what completing it confirms.
-  void commit(ticket t, wal::lsn end_lsn);
+  void commit(ticket t, walhook::lsn end_lsn);
   /// A keepalive reported the server's WAL end.
-  void keepalive(wal::lsn wal_end);
+  void keepalive(walhook::lsn wal_end);
   /// Forgets open transactions (the stream restarts; they will be sent again). Confirmed stays.
   void reset();
 
   /// The flush LSN that may be acknowledged now (0 until something is confirmable).
-  wal::lsn confirmable() const { return confirmed_; }
+  walhook::lsn confirmable() const { return confirmed_; }
   /// Transactions not yet confirmable (open, or waiting for deliveries).
   std::size_t open_transactions() const { return txns_.size(); }
   /// Ticket of the oldest transaction not yet confirmable, 0 if none.
@@ -46,7 +46,7 @@ class lsn_tracker {
 
  private:
   struct txn {
-    wal::lsn end_lsn;
+    walhook::lsn end_lsn;
     std::uint64_t outstanding = 0;
     bool committed = false;
   };
@@ -57,7 +57,7 @@ class lsn_tracker {
   ticket first_ = 1;  ///< ticket of txns_.front()
   ticket next_ = 1;
   std::uint64_t held_ = 0;
-  wal::lsn confirmed_;
+  walhook::lsn confirmed_;
 };
 
 }  // namespace walhook::relay

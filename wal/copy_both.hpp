@@ -3,7 +3,7 @@
 // "Streaming Replication Protocol"): XLogData ('w') and primary keepalive ('k') from the server,
 // standby status update ('r') from walhook. Pure: bytes in, values out.
 
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <boost/system/result.hpp>
 

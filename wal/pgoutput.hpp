@@ -5,7 +5,7 @@
 // Row messages are decoded into raw tuples; interpreting columns needs the Relation message,
 // kept by relation_cache (wal/relation_cache.hpp).
 
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <boost/system/result.hpp>
 

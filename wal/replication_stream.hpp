@@ -16,7 +16,7 @@
 //
 // Thread affinity: one executor; one operation at a time.
 
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 #include "wal/pgoutput.hpp"
 
 #include <boost/asio/any_io_executor.hpp>

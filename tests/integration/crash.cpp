@@ -6,7 +6,7 @@
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -44,7 +44,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   struct kill_record {
     std::chrono::system_clock::time_point at;      // walhook was dead from here
     std::chrono::system_clock::time_point late;    // requests it wrote may be read until here
-    wal::lsn confirmed;       // the slot's confirmed_flush_lsn once walhook was dead
+    walhook::lsn confirmed;       // the slot's confirmed_flush_lsn once walhook was dead
     std::set<std::string> sending;  // "event/endpoint" of deliveries persisted as 'sending'
   };
   std::vector<kill_record> kills;
@@ -59,7 +59,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
     rec.late = rec.at + 500ms;
     // The walsender notices its peer is gone; then the slot's confirmed position is final.
     REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'crash'") == "f"; }, 20s));
-    rec.confirmed = *wal::lsn::parse(test::query_value(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'crash'"));
+    rec.confirmed = *walhook::lsn::parse(test::query_value(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'crash'"));
     for (auto r = db.exec("SELECT event_id::text || '/' || endpoint_id FROM walhook.deliveries WHERE status = 'sending'"); auto i : std::views::iota(0, r.rows()))
       rec.sending.insert(std::string(r.value(i, 0)));
     kills.push_back(rec);
@@ -102,7 +102,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   std::size_t duplicates = 0, unexplained = 0, window = 0;
   for (auto& k : kills) {
     for (auto& e : events)
-      if (e.committed_at < k.at && *wal::lsn::parse(e.lsn_after_commit) > k.confirmed) window += paths[e.tenant].size();
+      if (e.committed_at < k.at && *walhook::lsn::parse(e.lsn_after_commit) > k.confirmed) window += paths[e.tenant].size();
     window += k.sending.size();
   }
   for (auto& [pair, times] : got) {
@@ -114,7 +114,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
     bool explained = false;
     for (auto& k : kills) {
       if (first >= k.late) continue;  // received only after this kill: not its window
-      bool unacknowledged = *wal::lsn::parse(e->lsn_after_commit) > k.confirmed;
+      bool unacknowledged = *walhook::lsn::parse(e->lsn_after_commit) > k.confirmed;
       bool in_flight_row = k.sending.contains(pair.first + "/" + endpoint_of_path[pair.second]);
       if (unacknowledged || in_flight_row) explained = true;
     }

@@ -4,7 +4,7 @@
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -39,19 +39,19 @@ class lag_monitor {
  private:
   void run() {
     relay::blocking_db db(url_);
-    std::deque<std::pair<std::chrono::steady_clock::time_point, wal::lsn>> seen;  // when each position was current
+    std::deque<std::pair<std::chrono::steady_clock::time_point, walhook::lsn>> seen;  // when each position was current
     pg::params p{slot_};
     while (!stop_) {
       auto r = db.exec("SELECT pg_current_wal_lsn(), confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", p);
       auto now = std::chrono::steady_clock::now();
-      auto current = *wal::lsn::parse(r.value(0, 0));
-      auto confirmed = *wal::lsn::parse(r.value(0, 1));
+      auto current = *walhook::lsn::parse(r.value(0, 0));
+      auto confirmed = *walhook::lsn::parse(r.value(0, 1));
       seen.emplace_back(now, current);
       // The unacknowledged WAL is as old as the first sample that had moved past `confirmed`.
       while (seen.size() > 1 && seen[1].second <= confirmed) seen.pop_front();
       double age = seen.front().second > confirmed ? std::chrono::duration<double>(now - seen.front().first).count() : 0.0;
       max_age_s_ = std::max(max_age_s_.load(), age);
-      max_bytes_ = std::max<std::uint64_t>(max_bytes_, wal::bytes_between(current, confirmed));
+      max_bytes_ = std::max<std::uint64_t>(max_bytes_, walhook::bytes_between(current, confirmed));
       ++samples_;
       ::usleep(200 * 1000);
     }

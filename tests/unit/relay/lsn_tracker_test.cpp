@@ -11,7 +11,7 @@
 #include <vector>
 
 using walhook::relay::lsn_tracker;
-using walhook::wal::lsn;
+using walhook::lsn;
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <doctest/doctest.h>
 
 using walhook::wal::errc;
-using walhook::wal::lsn;
+using walhook::lsn;
 using walhook::wal::parse_server_message;
 using walhook::wal::primary_keepalive;
 using walhook::wal::standby_status_update;

@@ -11,7 +11,7 @@
 
 namespace pg = walhook::wal::pgoutput;
 using walhook::wal::errc;
-using walhook::wal::lsn;
+using walhook::lsn;
 using walhook::wal::test::builder;
 using walhook::wal::test::bytes;
 using walhook::wal::test::decode_ok;

@@ -13,7 +13,7 @@
 #include <chrono>
 
 namespace pg = walhook::wal::pgoutput;
-using walhook::wal::lsn;
+using walhook::lsn;
 using walhook::wal::test::decode_ok;
 using walhook::wal::test::fixture_message;
 using walhook::wal::test::load_fixture;

@@ -2,7 +2,7 @@
 // Helpers for the wal unit tests: fixture loading, a byte builder for hand-made messages, and
 // printing of decoded values so doctest shows them on failure.
 
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 #include "wal/pgoutput.hpp"
 
 #include <cstddef>

@@ -1,10 +1,9 @@
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
-#include "tests/unit/wal/wal_test_support.hpp"
 
 #include <doctest/doctest.h>
 
-using walhook::wal::lsn;
+using walhook::lsn;
 
 TEST_CASE("lsn parses the pg_lsn text form into high and low 32 bits") {
   auto l = lsn::parse("16/B374D848");
@@ -60,9 +59,9 @@ TEST_CASE("lsn orders by position and bytes_between never underflows") {
   lsn b{40};
   CHECK(b < a);
   CHECK(a == lsn{100});
-  CHECK(walhook::wal::bytes_between(a, b) == 60);
-  CHECK(walhook::wal::bytes_between(b, a) == 0);
-  CHECK(walhook::wal::bytes_between(a, a) == 0);
+  CHECK(walhook::bytes_between(a, b) == 60);
+  CHECK(walhook::bytes_between(b, a) == 0);
+  CHECK(walhook::bytes_between(a, a) == 0);
   CHECK(*lsn::parse("1/0") > *lsn::parse("0/FFFFFFFF"));
-  CHECK(walhook::wal::bytes_between(*lsn::parse("1/0"), *lsn::parse("0/FFFFFFFF")) == 1);
+  CHECK(walhook::bytes_between(*lsn::parse("1/0"), *lsn::parse("0/FFFFFFFF")) == 1);
 }

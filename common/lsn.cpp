@@ -1,9 +1,9 @@
-#include "wal/lsn.hpp"
+#include "common/lsn.hpp"
 
 #include <charconv>
 #include <cstdio>
 
-namespace walhook::wal {
+namespace walhook {
 namespace {
 
 // pg_lsn accepts 1 to 8 hex digits on each side of the '/' (MAXPG_LSNCOMPONENT in
@@ -37,4 +37,4 @@ std::string lsn::to_string() const {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-}  // namespace walhook::wal
+}  // namespace walhook

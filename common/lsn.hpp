@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace walhook::wal {
+namespace walhook {
 
 class lsn {
  public:
@@ -32,4 +32,4 @@ class lsn {
 /// Bytes between two positions (a − b), 0 if b is ahead.
 constexpr std::uint64_t bytes_between(lsn a, lsn b) { return a > b ? a.value() - b.value() : 0; }
 
-}  // namespace walhook::wal
+}  // namespace walhook
