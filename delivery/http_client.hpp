@@ -15,6 +15,9 @@
 //
 // Thread affinity: one client per executor; async_post may run concurrently for many requests.
 
+#include "delivery/transport.hpp"
+#include "delivery/url.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -31,40 +34,6 @@
 
 namespace walhook::delivery {
 
-/// Transport failures; each maps to a distinct, readable last_error.
-enum class transport_errc {
-  invalid_url = 1,   ///< not an absolute http(s) URL with a host
-  resolve_failed,    ///< DNS lookup failed or returned nothing
-  address_blocked,   ///< every resolved address was refused by the SSRF guard
-  connect_failed,    ///< no resolved address accepted a TCP connection
-  tls_failed,        ///< TLS handshake or certificate verification failed
-  write_failed,      ///< the connection broke while sending the request
-  read_failed,       ///< the connection broke before a complete response header
-  protocol_error,    ///< the response was not valid HTTP/1.x
-  timeout,           ///< the total deadline passed
-  cancelled,         ///< the client was shut down
-  resolve_timeout,   ///< the DNS lookup itself did not finish before the deadline
-};
-const boost::system::error_category& transport_category();
-inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
-
-/// A parsed endpoint URL (Boost.URL): http or https, host, port (default 80/443), target.
-struct http_target {
-  bool tls = false;
-  std::string host;    ///< registered name or IP literal (IPv6 without brackets)
-  std::string port;    ///< decimal
-  std::string target;  ///< path + query, at least "/"
-  bool operator==(const http_target&) const = default;
-};
-
-/// Parses an endpoint URL. Error: transport_errc::invalid_url.
-/// Accepted: "http" or "https" (any case), a host (registered name, IPv4, or bracketed IPv6
-/// literal), an optional port 1–65535. Refused: other schemes, missing host, userinfo
-/// ("user:pw@"), IPvFuture, host names with characters outside [A-Za-z0-9._-] after
-/// percent-decoding. Registered names are lower-cased; the fragment is dropped; an empty path
-/// becomes "/"; path and query are kept percent-encoded as given.
-boost::system::result<http_target> parse_url(std::string_view url);
-
 /// The SSRF guard (DESIGN §8): true if walhook must not connect to `address` unless
 /// allow_private_networks is set. IPv4: 0/8, 10/8, 100.64/10 (CGNAT), 127/8, 169.254/16
 /// (link-local, cloud metadata), 172.16/12, 192.0.0/24, 192.168/16, 198.18/15, 224/4
@@ -76,20 +45,6 @@ bool is_blocked_address(const boost::asio::ip::address& address);
 /// Cloud metadata services (169.254.169.254, fd00:ec2::254): refused always, even with
 /// allow_private_networks.
 bool is_metadata_address(const boost::asio::ip::address& address);
-
-struct http_request {
-  std::string body;  ///< sent as is, Content-Type: application/json
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-/// What walhook keeps of a response: the status line and the headers that drive policy.
-struct http_response {
-  unsigned status = 0;
-  std::string retry_after;  ///< Retry-After header, raw (seconds or HTTP-date), "" if absent
-  std::string location;     ///< Location header of a 3xx, "" if absent
-  bool reused_connection = false;
-  std::chrono::microseconds elapsed{0};  ///< from call to response header
-};
 
 struct http_client_options {
   /// Whole call, ms: resolve, connect, TLS handshake, write, response header (DESIGN §6).
@@ -105,10 +60,10 @@ struct http_client_options {
   std::string extra_ca_pem;
 };
 
-class http_client {
+class http_client final : public transport {
  public:
   http_client(boost::asio::any_io_executor ex, http_client_options options);
-  ~http_client();
+  ~http_client() override;
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
@@ -123,15 +78,15 @@ class http_client {
   /// Must be awaited on the client's executor.
   boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
                                                                           const http_target& target,
-                                                                          const http_request& request);
+                                                                          const http_request& request) override;
 
   /// Drops idle connections of one pool (endpoint removed or its URL changed). Safe from any
   /// thread (dispatched to the client's executor).
-  void forget(const std::string& pool_key);
+  void forget(const std::string& pool_key) override;
   /// Closes everything; pending and later calls fail with transport_errc::cancelled. Safe from
   /// any thread (dispatched to the client's executor; immediate when called on it). The
   /// destructor calls it.
-  void shutdown();
+  void shutdown() override;
 
   const http_client_options& options() const;
 
@@ -141,6 +96,3 @@ class http_client {
 };
 
 }  // namespace walhook::delivery
-
-template <>
-struct boost::system::is_error_code_enum<walhook::delivery::transport_errc> : std::true_type {};

@@ -1,0 +1,73 @@
+#pragma once
+// The transport seam: what the engine needs to carry one webhook attempt, and nothing of how
+// (Redpanda's abstract_client is the model). delivery::http_client is the real one (Beast +
+// OpenSSL); tests/support/fake_transport.hpp is the one the engine's unit tests drive by hand.
+
+#include "delivery/url.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace walhook::delivery {
+
+/// Transport failures; each maps to a distinct, readable last_error.
+enum class transport_errc {
+  invalid_url = 1,   ///< not an absolute http(s) URL with a host
+  resolve_failed,    ///< DNS lookup failed or returned nothing
+  address_blocked,   ///< every resolved address was refused by the SSRF guard
+  connect_failed,    ///< no resolved address accepted a TCP connection
+  tls_failed,        ///< TLS handshake or certificate verification failed
+  write_failed,      ///< the connection broke while sending the request
+  read_failed,       ///< the connection broke before a complete response header
+  protocol_error,    ///< the response was not valid HTTP/1.x
+  timeout,           ///< the total deadline passed
+  cancelled,         ///< the client was shut down
+  resolve_timeout,   ///< the DNS lookup itself did not finish before the deadline
+};
+const boost::system::error_category& transport_category();
+inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
+
+/// One attempt's request: the body and the caller's headers (the transport owns framing).
+struct http_request {
+  std::string body;  ///< sent as is, Content-Type: application/json
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// What walhook keeps of a response: the status line and the headers that drive policy.
+struct http_response {
+  unsigned status = 0;
+  std::string retry_after;  ///< Retry-After header, raw (seconds or HTTP-date), "" if absent
+  std::string location;     ///< Location header of a 3xx, "" if absent
+  bool reused_connection = false;
+  std::chrono::microseconds elapsed{0};  ///< from call to response header
+};
+
+/// Carries attempts. Any HTTP status is a value; transport failures are transport_errc errors.
+/// Thread affinity: one executor; every call on it.
+class transport {
+ public:
+  virtual ~transport() = default;
+
+  /// POSTs `request` to `target`; `pool_key` selects the keep-alive pool (walhook: the endpoint
+  /// id), so one endpoint never holds another one's connections. The awaitable is lazy: the
+  /// arguments must live until it is first awaited.
+  virtual boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
+                                                                                  const http_target& target,
+                                                                                  const http_request& request) = 0;
+  /// Drops idle connections of one pool (endpoint removed, or its URL changed).
+  virtual void forget(const std::string& pool_key) = 0;
+  /// Ends every call in progress with transport_errc::cancelled; later calls fail the same way.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace walhook::delivery
+
+template <>
+struct boost::system::is_error_code_enum<walhook::delivery::transport_errc> : std::true_type {};
