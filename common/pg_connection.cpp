@@ -398,6 +398,20 @@ asio::awaitable<error_code> connection::async_write_copy_data(std::span<const st
   co_return co_await flush(deadline);
 }
 
+asio::awaitable<error_code> connection::async_wait_closed() {
+  if (!is_open()) co_return errc::not_connected;
+  waiter_->cancelled = false;
+  for (;;) {
+    error_code ec = co_await wait(want::read, clock::time_point::max());
+    if (ec == errc::cancelled) co_return ec;
+    if (ec || !PQconsumeInput(conn_) || PQstatus(conn_) == CONNECTION_BAD) {
+      record_connection_error("session ended");
+      co_return errc::connection_lost;
+    }
+    while (PGnotify* n = PQnotifies(conn_)) PQfreemem(n);
+  }
+}
+
 std::string quote_identifier(std::string_view name) {
   std::string out = "\"";
   for (char c : name) {

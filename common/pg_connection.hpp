@@ -133,6 +133,13 @@ class connection {
   /// Queues one CopyData message and flushes it.
   boost::asio::awaitable<error_code> async_write_copy_data(std::span<const std::byte> data, duration timeout);
 
+  /// Waits, without a deadline, until the server ends this idle session — an error such as
+  /// "terminating connection due to administrator command" (SQLSTATE 57P01), EOF, or a broken
+  /// socket — and returns errc::connection_lost then; errc::cancelled on cancel()/close().
+  /// Notices and notifications that arrive meanwhile are consumed. For a session that holds an
+  /// advisory lock: the lock is gone exactly when this returns connection_lost.
+  boost::asio::awaitable<error_code> async_wait_closed();
+
   /// Aborts the pending wait, if any, with errc::cancelled. The connection stays open.
   void cancel();
   /// Cancels and closes (PQfinish). Safe to call twice.

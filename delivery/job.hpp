@@ -3,6 +3,8 @@
 // endpoint (a job), whether it came fresh from the replication stream or was claimed back from
 // walhook.deliveries for a retry.
 
+#include "common/lsn.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,7 +22,7 @@ struct event {
   std::optional<std::string> aggregate_id;
   std::optional<std::string> merge_key;
   std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte
-  std::uint64_t commit_lsn = 0;  ///< end LSN of the committing transaction (ordering), 0 if unknown
+  lsn commit_lsn;          ///< end LSN of the committing transaction (merge order); invalid if unknown
   std::string body;       ///< the request body, built once: {"id","type","timestamp","data"}
 };
 
@@ -35,6 +37,9 @@ struct job {
   std::optional<std::int64_t> row_id;  ///< walhook.deliveries.id once persisted; nullopt = memory only
   int attempts = 0;                    ///< attempts already made (persisted count)
   std::uint64_t ticket = 0;            ///< LSN tracker ticket this job still holds; 0 = none
+  /// Recorded as 'sending' in walhook.deliveries while its attempt ran past the hold bound (so
+  /// its ticket could be released): its outcome updates that row.
+  bool marked = false;
   std::chrono::steady_clock::time_point enqueued_at{};
 };
 

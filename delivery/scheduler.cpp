@@ -6,6 +6,7 @@ namespace walhook::delivery {
 
 void scheduler::configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering) {
   auto& q = endpoints_[endpoint_id];
+  q.id = endpoint_id;
   q.max_concurrency = std::max(1, max_concurrency);
   q.aggregate_ordering = aggregate_ordering;
   make_ready(endpoint_id, q);
@@ -47,11 +48,13 @@ job scheduler::take(endpoint_queue& q, std::list<job>::iterator it) {
   job j = std::move(*it);
   q.jobs.erase(it);
   --queued_total_;
+  if (q.jobs.size() < limits_.max_queued_per_endpoint) full_.erase(q.id);
   return j;
 }
 
 scheduler::push_result scheduler::push(job j) {
   auto& q = endpoints_[j.endpoint_id];
+  q.id = j.endpoint_id;
   if (j.ev->merge_key) {
     auto m = q.by_merge_key.find(*j.ev->merge_key);
     // Only a job that exists in memory alone is merged here; a persisted one is merged by the
@@ -72,6 +75,7 @@ scheduler::push_result scheduler::push(job j) {
   q.jobs.push_back(std::move(j));
   if (q.jobs.back().ev->merge_key) q.by_merge_key[*q.jobs.back().ev->merge_key] = std::prev(q.jobs.end());
   ++queued_total_;
+  if (q.jobs.size() >= limits_.max_queued_per_endpoint) full_.insert(id);
   make_ready(id, q);
   return {push_status::queued, std::nullopt};
 }
@@ -125,6 +129,22 @@ std::vector<job> scheduler::take_waiting_since(std::chrono::steady_clock::time_p
   return out;
 }
 
+std::vector<job> scheduler::take_holding(std::int64_t endpoint_id) {
+  std::vector<job> out;
+  auto found = endpoints_.find(endpoint_id);
+  if (found == endpoints_.end()) return out;
+  auto& q = found->second;
+  for (auto it = q.jobs.begin(); it != q.jobs.end();) {
+    if (it->ticket != 0) {
+      auto victim = it++;
+      out.push_back(take(q, victim));
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
 std::vector<job> scheduler::drain(std::int64_t endpoint_id) {
   std::vector<job> out;
   auto found = endpoints_.find(endpoint_id);
@@ -160,6 +180,12 @@ std::size_t scheduler::free_global_slots() const {
 std::size_t scheduler::queued(std::int64_t endpoint_id) const {
   auto found = endpoints_.find(endpoint_id);
   return found == endpoints_.end() ? 0 : found->second.jobs.size();
+}
+
+std::optional<std::chrono::steady_clock::time_point> scheduler::oldest_enqueued(std::int64_t endpoint_id) const {
+  auto found = endpoints_.find(endpoint_id);
+  if (found == endpoints_.end() || found->second.jobs.empty()) return std::nullopt;
+  return found->second.jobs.front().enqueued_at;
 }
 
 std::size_t scheduler::in_flight(std::int64_t endpoint_id) const {

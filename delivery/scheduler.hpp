@@ -62,6 +62,10 @@ class scheduler {
   /// `cutoff` (they are spilled so the slot can move on).
   std::vector<job> take_waiting_since(std::chrono::steady_clock::time_point cutoff);
 
+  /// Removes and returns the queued jobs of one endpoint that still hold an LSN ticket (it is
+  /// stalled: they go to PostgreSQL so the slot can move on).
+  std::vector<job> take_holding(std::int64_t endpoint_id);
+
   /// Removes and returns every queued job of an endpoint (paused, disabled or removed).
   std::vector<job> drain(std::int64_t endpoint_id);
   /// Removes and returns every queued job (shutdown).
@@ -73,6 +77,10 @@ class scheduler {
   std::size_t free_global_slots() const;
 
   std::size_t queued(std::int64_t endpoint_id) const;
+  /// When the job at the head of the endpoint's queue was queued (nullopt if empty).
+  std::optional<std::chrono::steady_clock::time_point> oldest_enqueued(std::int64_t endpoint_id) const;
+  /// Endpoints whose queue holds max_queued_per_endpoint jobs or more.
+  const std::unordered_set<std::int64_t>& full_endpoints() const { return full_; }
   std::size_t in_flight(std::int64_t endpoint_id) const;
   std::size_t queued_total() const { return queued_total_; }
   std::size_t in_flight_total() const { return in_flight_total_; }
@@ -81,6 +89,7 @@ class scheduler {
 
  private:
   struct endpoint_queue {
+    std::int64_t id = 0;
     int max_concurrency = 4;
     bool aggregate_ordering = false;
     std::list<job> jobs;
@@ -98,6 +107,7 @@ class scheduler {
   scheduler_limits limits_;
   std::unordered_map<std::int64_t, endpoint_queue> endpoints_;
   std::deque<std::int64_t> ring_;  ///< endpoints that may have startable work, round-robin order
+  std::unordered_set<std::int64_t> full_;
   std::size_t queued_total_ = 0;
   std::size_t in_flight_total_ = 0;
 };

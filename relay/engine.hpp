@@ -1,14 +1,18 @@
 #pragma once
-// The relay engine behind `walhook run`: replication stream → router → scheduler → transport,
-// with the state store and the LSN tracker deciding what is durable and what may be
-// acknowledged (DESIGN §3). One instance per process, on one io_context thread.
+// The relay engine behind `walhook run`: it wires the replication stream to the dispatcher
+// (relay/dispatcher.hpp) and runs sessions (DESIGN §3). One instance per process, on one
+// io_context thread.
 //
 // Lifecycle (run()):
-//   1. take the slot's advisory lock — or wait as a hot standby, logging who holds it;
-//   2. session: reset stale 'sending' rows, load endpoints and breaker state, start streaming
-//      at the slot's confirmed LSN, deliver; any failure (PostgreSQL restart, dropped
-//      connection, undecodable message) ends the session, and run() starts a new one after a
-//      capped backoff — unacknowledged transactions are simply streamed again;
+//   1. take the slot's advisory lock — or wait as a hot standby, logging who holds it
+//      (relay/leadership.hpp);
+//   2. session: reset 'sending' rows this process does not own, load endpoints and breaker
+//      state, start streaming at the newer of the slot's confirmed LSN and walhook's own record
+//      of it, deliver. A session ends when the stream fails (PostgreSQL restart, dropped
+//      connection, undecodable message) or the lock's session is gone; its replication
+//      connection is closed at once (a walsender left waiting would hold a server shutdown for
+//      wal_sender_timeout), and run() starts a new one after a short capped backoff —
+//      unacknowledged transactions are simply streamed again;
 //   3. request_stop() (SIGTERM/SIGINT): stop reading, spill queued deliveries, let in-flight
 //      attempts finish within the grace period, persist, send a final status update, return 0.
 
@@ -17,31 +21,10 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace walhook::relay {
-
-/// Counters and gauges for /metrics and tests.
-struct engine_stats {
-  std::uint64_t events = 0;              ///< outbox rows read from the slot
-  std::uint64_t malformed_rows = 0;      ///< outbox rows that could not become events
-  std::uint64_t attempts = 0;
-  std::uint64_t delivered = 0;
-  std::uint64_t failed_attempts = 0;
-  std::uint64_t dead = 0;
-  std::uint64_t spilled = 0;             ///< deliveries persisted as pending
-  std::uint64_t merged = 0;              ///< deliveries replaced by a newer one with the same merge key
-  std::uint64_t claimed = 0;             ///< persisted deliveries claimed back
-  std::uint64_t sessions = 0;
-  std::uint64_t disabled_endpoints = 0;
-  std::size_t queued = 0;
-  std::size_t in_flight = 0;
-  std::size_t store_backlog = 0;
-  std::string confirmed_lsn;
-  bool streaming = false;
-};
 
 class engine {
  public:
@@ -53,16 +36,15 @@ class engine {
   /// Graceful stop (idempotent).
   void request_stop();
 
-  engine_stats stats() const;
-  /// Prometheus text exposition (version 0.0.4): counters, per-endpoint gauges (queued, in
-  /// flight, oldest pending age in seconds — read from walhook.deliveries), the attempt latency
-  /// histogram, slot lag (bytes, seconds) and the confirmed LSN.
+  /// Prometheus text exposition (relay/metrics.hpp), with the oldest pending age per endpoint
+  /// read from walhook.deliveries.
   boost::asio::awaitable<std::string> metrics_text();
+  /// True while this instance streams the slot.
   bool streaming() const;
 
  private:
   struct impl;
-  std::shared_ptr<impl> impl_;
+  std::unique_ptr<impl> impl_;
 };
 
 }  // namespace walhook::relay

@@ -54,6 +54,16 @@ int main(int argc, char** argv) {
   long long max_wait_ms = run.max_wait_in_memory.count();
   c_run->add_option("--max-wait-ms", max_wait_ms, "A delivery waiting longer in memory is persisted as pending")
       ->capture_default_str();
+  long long max_hold_ms = run.max_hold.count();
+  c_run->add_option("--max-hold-ms", max_hold_ms,
+                    "An attempt still running after this long is recorded as 'sending' so the slot's acknowledged "
+                    "position can move past it")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  long long reconnect_max_ms = run.reconnect_max.count();
+  c_run->add_option("--reconnect-max-ms", reconnect_max_ms, "Longest wait between reconnects to PostgreSQL")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   long long deadline_ms = run.http.total_deadline.count();
   c_run->add_option("--deadline-ms", deadline_ms, "Total deadline of one attempt (resolve, connect, TLS, write, response headers)")
       ->capture_default_str();
@@ -183,6 +193,8 @@ int main(int argc, char** argv) {
       using namespace std::chrono;
       run.record = record == "all" ? record_mode::all : record_mode::failed;
       run.max_wait_in_memory = milliseconds{max_wait_ms};
+      run.max_hold = milliseconds{max_hold_ms};
+      run.reconnect_max = milliseconds{reconnect_max_ms};
       run.http.total_deadline = milliseconds{deadline_ms};
       run.retry.backoff_base = milliseconds{backoff_base_ms};
       run.retry.backoff_max = milliseconds{backoff_max_ms};

@@ -26,6 +26,9 @@ struct run_options {
 
   delivery::scheduler_limits limits;                   ///< 64 in flight, 1000/endpoint, 10000 total in memory
   std::chrono::milliseconds max_wait_in_memory{1000};  ///< older queued deliveries are spilled
+  /// An attempt still running after this long is recorded as 'sending' and stops holding its
+  /// transaction's LSN (DESIGN §4 invariant 9): no customer holds the acknowledged position.
+  std::chrono::milliseconds max_hold{250};
   std::size_t max_payload_bytes = 1024 * 1024;         ///< bigger request bodies → dead delivery
   std::size_t max_store_backlog = 20000;               ///< queued writes before reading the slot pauses
   std::size_t max_batch = 5000;                        ///< writes per state-store transaction
@@ -39,7 +42,7 @@ struct run_options {
   std::chrono::hours retention{30 * 24};               ///< outbox rows and finished deliveries are kept this long
   int retention_batch = 5000;                          ///< rows deleted per statement
   std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
-  std::chrono::milliseconds reconnect_max{5000};       ///< cap of the reconnect backoff
+  std::chrono::milliseconds reconnect_max{1000};       ///< cap of the reconnect backoff (PostgreSQL down)
 
   std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid

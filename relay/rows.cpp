@@ -31,7 +31,7 @@ std::optional<std::string> row_view::text(std::string_view column) const {
   return std::string(v);
 }
 
-boost::system::result<delivery::event> event_from_row(const row_view& row, std::uint64_t commit_lsn, std::string& why) {
+boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why) {
   delivery::event ev;
   auto id = row.text("id");
   auto tenant = row.text("tenant_id");

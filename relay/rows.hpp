@@ -35,7 +35,7 @@ class row_view {
 
 /// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
 /// carry no detail; `why` says what is wrong (missing id, tenant, type, payload, bad timestamp).
-boost::system::result<delivery::event> event_from_row(const row_view& row, std::uint64_t commit_lsn, std::string& why);
+boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why);
 
 enum class endpoint_status { active, paused, disabled };
 std::string_view to_string(endpoint_status s);

@@ -170,8 +170,8 @@ asio::awaitable<error_code> replication_stream::async_start() {
   if (start->status() != PGRES_COPY_BOTH) co_return fail(errc::server_error, "START_REPLICATION did not enter COPY BOTH mode");
   s.streaming = true;
   s.reported = lsn{};
-  s.last_status = clock::now() - s.options.status_interval;  // first update at once
-  s.last_server_message = clock::now();
+  s.last_status = s.options.clock->steady_now() - s.options.status_interval;  // first update at once
+  s.last_server_message = s.options.clock->steady_now();
   co_return error_code{};
 }
 
@@ -189,7 +189,7 @@ asio::awaitable<error_code> replication_stream::async_send_status(bool reply_req
   }
   s.reply_owed = false;
   s.reported = flush;
-  s.last_status = clock::now();
+  s.last_status = s.options.clock->steady_now();
   co_return error_code{};
 }
 
@@ -197,10 +197,10 @@ asio::awaitable<boost::system::result<stream_event>> replication_stream::async_n
   auto& s = *impl_;
   if (!s.streaming) co_return error_code(pg::errc::not_connected);
   for (;;) {
-    auto now = clock::now();
+    auto now = s.options.clock->steady_now();
     if (s.status_due(now)) {
       if (auto ec = co_await async_send_status()) co_return ec;
-      now = clock::now();
+      now = s.options.clock->steady_now();
     }
     auto silence_deadline = s.last_server_message + s.options.server_silence_timeout;
     // Wake up at least every min_status_interval so a confirm() made meanwhile is reported soon.
@@ -209,7 +209,7 @@ asio::awaitable<boost::system::result<stream_event>> replication_stream::async_n
     auto data = co_await s.conn.async_read_copy_data(wait);
     if (!data) {
       if (data.error() == pg::errc::timeout) {
-        if (clock::now() >= silence_deadline) {
+        if (s.options.clock->steady_now() >= silence_deadline) {
           s.last_error = "no message from the server for " + std::to_string(s.options.server_silence_timeout.count()) + " ms";
           s.streaming = false;
           co_return error_code(pg::errc::connection_lost);
@@ -220,7 +220,7 @@ asio::awaitable<boost::system::result<stream_event>> replication_stream::async_n
       if (data.error() != pg::errc::cancelled) s.streaming = false;
       co_return data.error();
     }
-    s.last_server_message = clock::now();
+    s.last_server_message = s.options.clock->steady_now();
     auto parsed = parse_server_message(data->bytes());
     if (!parsed) {
       s.last_error = "malformed CopyData message from the server: " + parsed.error().message();
@@ -245,10 +245,10 @@ asio::awaitable<boost::system::result<stream_event>> replication_stream::async_n
 asio::awaitable<error_code> replication_stream::async_hold(std::chrono::milliseconds max_wait) {
   auto& s = *impl_;
   if (!s.streaming) co_return error_code(pg::errc::not_connected);
-  auto now = clock::now();
+  auto now = s.options.clock->steady_now();
   if (s.status_due(now)) {
     if (auto ec = co_await async_send_status()) co_return ec;
-    now = clock::now();
+    now = s.options.clock->steady_now();
   }
   auto until = std::min(now + max_wait, s.next_status_at());
   s.hold_timer.expires_at(until);

@@ -17,6 +17,7 @@
 // Thread affinity: one executor; one operation at a time.
 
 #include "common/lsn.hpp"
+#include "common/time.hpp"
 #include "wal/pgoutput.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -43,6 +44,7 @@ struct stream_options {
   std::chrono::milliseconds server_silence_timeout{60000};  ///< nothing from the server this long → lost
   std::chrono::milliseconds connect_timeout{10000};
   std::string application_name = "walhook";
+  const clock_source* clock = &real_clock::instance();  ///< status-update and silence timing
 };
 
 /// IDENTIFY_SYSTEM's answer and where streaming started.

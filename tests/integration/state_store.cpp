@@ -57,7 +57,7 @@ struct fixture {
     u.event_id = event_id;
     u.merge_key = std::move(key);
     u.event_created_at = "2026-11-30T00:00:00Z";
-    u.commit_lsn = lsn;
+    u.commit_lsn = walhook::lsn{lsn};
     u.outcome.status = sql::delivery_status::pending;
     u.outcome.next_attempt_at = std::chrono::system_clock::now() - 1s;
     return u;
@@ -166,7 +166,7 @@ TEST_CASE("claims are fair per endpoint, move rows to sending, and failures merg
   CHECK(f.value("SELECT count(*) || ' ' || max(event_id::text) FROM walhook.deliveries WHERE endpoint_id = 3") == "1 " + new_event);
 
   // Stale 'sending' rows (a crashed process) go back to pending.
-  auto reset = f.run(f.store->reset_stale_sending(0s));
+  auto reset = f.run(f.store->reset_stale_sending(0s, {}));
   REQUIRE(reset.has_value());
   CHECK(*reset == 7);
   CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'sending'") == "0");
@@ -187,7 +187,7 @@ TEST_CASE("aggregate-ordered claims: the oldest of each aggregate only, none whi
   auto first = f.run(f.store->claim_due({{1, 10, true}}));
   REQUIRE(first.has_value());
   std::set<std::uint64_t> lsns;
-  for (auto& c : *first) lsns.insert(c.commit_lsn);
+  for (auto& c : *first) lsns.insert(c.commit_lsn.value());
   CHECK(lsns == std::set<std::uint64_t>{10, 15});
   auto second = f.run(f.store->claim_due({{1, 10, true}}));  // A and B are both in flight
   REQUIRE(second.has_value());
@@ -196,19 +196,19 @@ TEST_CASE("aggregate-ordered claims: the oldest of each aggregate only, none whi
 
 TEST_CASE("slot progress is recorded and only moves forward") {
   fixture f("ss_progress");
-  f.store->enqueue(sql::progress_write{"s", "sys1", 1000});
-  f.store->enqueue(sql::progress_write{"s", "sys1", 900});
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{1000}});
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{900}});
   f.flush();
   auto p = f.run(f.store->load_progress("s"));
   REQUIRE(p.has_value());
-  CHECK(p->first == 1000);
+  CHECK(p->first == walhook::lsn{1000});
   CHECK(p->second == "sys1");
-  f.store->enqueue(sql::progress_write{"s", "sys1", 800});
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{800}});
   f.flush();
-  CHECK(f.run(f.store->load_progress("s"))->first == 1000);
+  CHECK(f.run(f.store->load_progress("s"))->first == walhook::lsn{1000});
   // Another cluster (a restored copy) starts its own record, even at a lower position.
-  f.store->enqueue(sql::progress_write{"s", "sys2", 500});
+  f.store->enqueue(sql::progress_write{"s", "sys2", walhook::lsn{500}});
   f.flush();
-  CHECK(*f.run(f.store->load_progress("s")) == std::pair<std::uint64_t, std::string>{500, "sys2"});
-  CHECK(f.run(f.store->load_progress("other"))->first == 0);
+  CHECK(*f.run(f.store->load_progress("s")) == std::pair<walhook::lsn, std::string>{walhook::lsn{500}, "sys2"});
+  CHECK(!f.run(f.store->load_progress("other"))->first.valid());
 }

@@ -351,7 +351,7 @@ TEST_CASE("endpoint_from_row: a row without a usable id is an error") {
 TEST_CASE("event_from_row: builds the event and the body {\"id\",\"type\",\"timestamp\",\"data\"} exactly") {
   const auto tuple = outbox_tuple();
   std::string why;
-  auto ev = event_from_row(row_view(outbox_rel, tuple), 0x16B374D848, why);
+  auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{0x16B374D848}, why);
   REQUIRE(ev.has_value());
   CHECK(why.empty());
   CHECK(ev->id == event_id);
@@ -361,7 +361,7 @@ TEST_CASE("event_from_row: builds the event and the body {\"id\",\"type\",\"time
   CHECK(ev->merge_key == "order-17:status");
   CHECK(ev->payload == R"({"amount": 42, "currency": "EUR"})");
   CHECK(ev->created_at == "2026-11-30T03:23:51.123456Z");
-  CHECK(ev->commit_lsn == 0x16B374D848);
+  CHECK(ev->commit_lsn == walhook::lsn{0x16B374D848});
   CHECK(ev->body == R"({"id":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","type":"order.paid",)"
                     R"("timestamp":"2026-11-30T03:23:51.123456Z","data":{"amount": 42, "currency": "EUR"}})");
 
@@ -395,7 +395,7 @@ TEST_CASE("event_from_row: created_at is converted to ISO 8601 UTC") {
     auto tuple = outbox_tuple();
     tuple[7] = text(c.pg);
     std::string why;
-    auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+    auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
     REQUIRE(ev.has_value());
     CHECK(ev->created_at == c.iso);
     CHECK(ev->body.find(std::string("\"timestamp\":\"") + c.iso + "\"") != std::string::npos);
@@ -407,7 +407,7 @@ TEST_CASE("event_from_row: a missing created_at is stamped with the current time
     auto tuple = outbox_tuple();
     tuple[7] = created;
     std::string why;
-    auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+    auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
     REQUIRE(ev.has_value());
     CHECK(ev->created_at.size() == 27);
     CHECK(ev->created_at[10] == 'T');
@@ -420,13 +420,13 @@ TEST_CASE("event_from_row: NULL aggregate_id and merge_key are absent, not empty
   tuple[4] = null();
   tuple[5] = null();
   std::string why;
-  auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+  auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
   REQUIRE(ev.has_value());
   CHECK_FALSE(ev->aggregate_id);
   CHECK_FALSE(ev->merge_key);
   // An empty string is a value.
   tuple[5] = text("");
-  auto ev2 = event_from_row(row_view(outbox_rel, tuple), 1, why);
+  auto ev2 = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
   REQUIRE(ev2.has_value());
   REQUIRE(ev2->merge_key);
   CHECK(ev2->merge_key->empty());
@@ -437,7 +437,7 @@ TEST_CASE("event_from_row: strings in the body are JSON-escaped; the payload is 
   tuple[3] = text("type \"quoted\" \\ back\nslash");
   tuple[6] = text(R"([1, "two", {"3": null}])");
   std::string why;
-  auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+  auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
   REQUIRE(ev.has_value());
   CHECK(ev->body == R"({"id":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","type":"type \"quoted\" \\ back\nslash",)"
                     R"("timestamp":"2026-11-30T03:23:51.123456Z","data":[1, "two", {"3": null}]})");
@@ -462,7 +462,7 @@ TEST_CASE("event_from_row: missing required columns are errors with a reason") {
     auto tuple = outbox_tuple();
     tuple[m.column] = m.value;
     std::string why;
-    auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+    auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
     CHECK_FALSE(ev.has_value());
     CHECK(why.find(m.reason) != std::string::npos);
   }
@@ -470,7 +470,7 @@ TEST_CASE("event_from_row: missing required columns are errors with a reason") {
   const auto bare = make_relation("outbox", {"id", "tenant_id"});
   const pgo::tuple row{text(event_id), text("t")};
   std::string why;
-  CHECK_FALSE(event_from_row(row_view(bare, row), 1, why).has_value());
+  CHECK_FALSE(event_from_row(row_view(bare, row), walhook::lsn{1}, why).has_value());
   CHECK(why.find("event_type") != std::string::npos);
 }
 
@@ -480,7 +480,7 @@ TEST_CASE("event_from_row: an unparseable created_at is an error naming the valu
     auto tuple = outbox_tuple();
     tuple[7] = text(bad);
     std::string why;
-    auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+    auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
     CHECK_FALSE(ev.has_value());
     CHECK(why.find("created_at") != std::string::npos);
     CHECK(why.find(bad) != std::string::npos);
@@ -491,7 +491,7 @@ TEST_CASE("event_from_row: an empty tenant or type string is still a value") {
   auto tuple = outbox_tuple();
   tuple[2] = text("");
   std::string why;
-  auto ev = event_from_row(row_view(outbox_rel, tuple), 1, why);
+  auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
   REQUIRE(ev.has_value());
   CHECK(ev->tenant_id.empty());
 }

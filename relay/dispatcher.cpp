@@ -1,0 +1,554 @@
+#include "relay/dispatcher.hpp"
+
+#include "common/log.hpp"
+#include "delivery/signing.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace walhook::relay {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using delivery::job;
+
+namespace {
+
+sql::delivery_key key_of(const job& j) { return {j.endpoint_id, j.ev->id}; }
+
+backlog_policy backlog_policy_of(const dispatcher_options& o) {
+  backlog_policy p;
+  p.wait_bound = o.max_wait_in_memory;
+  p.hold_bound = o.max_hold;
+  p.claim_horizon = o.claim_horizon;
+  p.max_queued_per_endpoint = o.limits.max_queued_per_endpoint;
+  return p;
+}
+
+}  // namespace
+
+/// An attempt in flight. The sweep may mark it 'sending' meanwhile: whoever first takes the job's
+/// ticket (the mark once durable, or the attempt's end) releases it, exactly once.
+struct dispatcher::running {
+  std::uint64_t id = 0;
+  job j;
+  steady_time started{};
+  sys_time started_at{};
+  bool marked = false;
+};
+
+dispatcher::dispatcher(asio::any_io_executor ex, dispatcher_options options, endpoint_directory& directory,
+                       lsn_tracker& tracker, sql::store& store, delivery::transport& transport,
+                       const clock_source& clock, hooks h)
+    : executor_(ex),
+      options_(std::move(options)),
+      directory_(directory),
+      tracker_(tracker),
+      store_(store),
+      transport_(transport),
+      clock_(clock),
+      hooks_(std::move(h)),
+      sched_(options_.limits),
+      backlog_(backlog_policy_of(options_)),
+      attempts_(ex),
+      claims_wake_(ex),
+      rng_(options_.seed ? options_.seed : std::random_device{}()) {}
+
+dispatcher::~dispatcher() = default;
+
+// ------------------------------------------------------------------ apply
+
+void dispatcher::release(job& j) {
+  if (j.ticket == 0) return;
+  tracker_.release(j.ticket);
+  j.ticket = 0;
+  if (hooks_.released) hooks_.released();
+}
+
+void dispatcher::queue(job j) {
+  auto pushed = sched_.push(std::move(j));
+  switch (pushed.status) {
+    case delivery::scheduler::push_status::queued:
+      break;
+    case delivery::scheduler::push_status::merged:
+      ++stats_.merged;
+      release(*pushed.replaced);
+      break;
+    case delivery::scheduler::push_status::full: {
+      auto record = spill_record(*pushed.replaced, clock_.system_now());
+      write(std::move(*pushed.replaced), std::move(record));
+      break;
+    }
+  }
+  dispatch();
+}
+
+void dispatcher::write(job j, sql::delivery_outcome record) {
+  const bool pending = record.status == sql::delivery_status::pending;
+  const bool owned = j.row_id || j.marked;
+  if (pending) {
+    backlog_.pending_queued(j.endpoint_id);
+    ++stats_.spilled;
+  }
+  if (record.status == sql::delivery_status::dead) {
+    ++stats_.dead;
+    log::warn("delivery.dead",
+              {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", record.last_error.value_or("")}});
+  }
+  auto durable = [this, ticket = j.ticket, id = j.endpoint_id, pending, owned, key = key_of(j)] {
+    if (ticket) {
+      tracker_.release(ticket);
+      if (hooks_.released) hooks_.released();
+    }
+    if (owned) disown(key);
+    if (pending) {
+      backlog_.pending_durable(id);
+      claims_wake_.notify();
+    }
+  };
+  if (j.row_id) {
+    store_.enqueue(sql::update_delivery{j.row_id, {}, std::move(record)}, std::move(durable));
+  } else if (j.marked) {
+    store_.enqueue(sql::update_delivery{std::nullopt, key_of(j), std::move(record)}, std::move(durable));
+  } else {
+    sql::upsert_delivery w;
+    w.endpoint_id = j.endpoint_id;
+    w.event_id = j.ev->id;
+    w.aggregate_id = j.ev->aggregate_id;
+    w.merge_key = j.ev->merge_key;
+    w.event_created_at = j.ev->created_at;
+    w.commit_lsn = j.ev->commit_lsn;
+    w.outcome = std::move(record);
+    store_.enqueue(std::move(w), std::move(durable));
+  }
+}
+
+void dispatcher::apply(job j, const admission& a) {
+  switch (a.what) {
+    case fate::queue: return queue(std::move(j));
+    case fate::release: return release(j);
+    case fate::write: return write(std::move(j), a.record);
+  }
+}
+
+void dispatcher::apply(job j, const decision& d) {
+  const std::int64_t id = j.endpoint_id;
+  directory_.set_health(id, d.breaker);
+  if (d.result == verdict::delivered) ++stats_.delivered;
+  else ++stats_.failed_attempts;
+  if (d.result == verdict::retry)
+    log::debug("delivery.failed", {{"endpoint_id", id}, {"event_id", j.ev->id},
+                                   {"error", d.last_error.value_or("")}, {"attempts", j.attempts + 1}});
+  if (d.write_health) {
+    sql::health_write h;
+    h.endpoint_id = id;
+    h.consecutive_failures = d.breaker.consecutive_failures;
+    h.first_failure_at = d.breaker.first_failure_at;
+    h.last_failure_at = d.breaker.last_failure_at;
+    h.last_success_at = d.breaker.last_success_at;
+    h.paused_until = d.breaker.paused_until;
+    h.probe_rounds = d.breaker.probe_rounds;
+    h.last_status = d.last_status;
+    h.last_error = d.last_error;
+    h.disable = d.disable.has_value();
+    h.disabled_reason = d.disable;
+    store_.enqueue(std::move(h));
+  }
+  if (d.what == fate::write) write(std::move(j), d.record);
+  else release(j);
+  if (d.recovered) log::info("endpoint.recovered", {{"endpoint_id", id}});
+  if (d.retry_after)
+    log::info("endpoint.retry_after", {{"endpoint_id", id}, {"until", format_iso8601(*d.breaker.paused_until)}});
+  if (d.spill_queue) spill_queue(id, std::nullopt, "behind a failed delivery of its aggregate");
+  if (d.disable) {
+    if (const endpoint* ep = directory_.find(id); ep && ep->status != endpoint_status::disabled) {
+      ++stats_.disabled_endpoints;
+      log::warn("endpoint.disabled", {{"endpoint_id", id}, {"reason", *d.disable}});
+      endpoint e = *ep;
+      e.status = endpoint_status::disabled;
+      endpoint_changed(directory_.apply(std::move(e)));  // the stream echoes the row update later
+    }
+  } else if (d.paused_until) {
+    log::warn("endpoint.paused", {{"endpoint_id", id},
+                                  {"until", format_iso8601(*d.paused_until)},
+                                  {"consecutive_failures", d.breaker.consecutive_failures}});
+    spill_queue(id, d.paused_until, "endpoint paused by the circuit breaker");
+    claims_wake_.notify();  // re-arm the claim timer for the pause's end
+  }
+}
+
+void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason) {
+  auto now = clock_.system_now();
+  for (auto& j : sched_.drain(endpoint_id)) write(j, spill_record(j, now, next_at, reason));
+}
+
+void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
+  r->marked = true;
+  own(key_of(r->j));
+  ++stats_.marked_sending;
+  sql::upsert_delivery w;
+  w.endpoint_id = r->j.endpoint_id;
+  w.event_id = r->j.ev->id;
+  w.aggregate_id = r->j.ev->aggregate_id;
+  w.merge_key = r->j.ev->merge_key;
+  w.event_created_at = r->j.ev->created_at;
+  w.commit_lsn = r->j.ev->commit_lsn;
+  // Due at once if this process dies: the startup reset puts it back to pending.
+  w.outcome = {sql::delivery_status::sending, r->j.attempts, r->started_at, r->started_at, std::nullopt, std::nullopt};
+  store_.enqueue(std::move(w), [this, r] { release(r->j); });
+}
+
+// ------------------------------------------------------------------ admission
+
+void dispatcher::admit_job(job j) {
+  const endpoint* ep = directory_.find(j.endpoint_id);
+  auto a = admit(j, ep, directory_.health(j.endpoint_id), backlog_.lane_of(j.endpoint_id), clock_.system_now(),
+                 options_.admission);
+  apply(std::move(j), a);
+}
+
+void dispatcher::submit(job j) {
+  j.enqueued_at = clock_.steady_now();
+  admit_job(std::move(j));
+}
+
+void dispatcher::admit_claimed(sql::claimed_delivery c) {
+  ++stats_.claimed;
+  auto ev = std::make_shared<delivery::event>();
+  ev->id = c.event_id;
+  ev->merge_key = c.merge_key;
+  ev->aggregate_id = c.aggregate_id;
+  ev->commit_lsn = c.commit_lsn;
+  job j;
+  j.endpoint_id = c.endpoint_id;
+  j.row_id = c.row_id;
+  j.attempts = c.attempts;
+  j.enqueued_at = clock_.steady_now();
+  own({c.endpoint_id, c.event_id});
+  if (c.event_missing) {
+    ev->created_at = format_iso8601(clock_.system_now());
+    j.ev = ev;
+    write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt,
+                         "event no longer in walhook.outbox"});
+    return;
+  }
+  ev->tenant_id = std::move(c.tenant_id);
+  ev->type = std::move(c.event_type);
+  ev->created_at = std::move(c.event_created_at);
+  ev->payload = std::move(c.payload);
+  ev->body = delivery::make_body(*ev);
+  j.ev = ev;
+  // The same checks as fresh work: the endpoint may have been paused, disabled or removed while
+  // the claim ran, and the payload limit holds for replayed deliveries too.
+  admit_job(std::move(j));
+}
+
+void dispatcher::endpoint_changed(const endpoint_change& c) {
+  const endpoint* ep = directory_.find(c.id);
+  if (c.removed || c.url_changed) transport_.forget(std::to_string(c.id));
+  if (c.removed) {
+    // Deliveries to a removed endpoint have nowhere to go: stream ones are done, persisted ones dead.
+    for (auto& j : sched_.drain(c.id)) {
+      auto a = admit(j, nullptr, {}, lane::memory, clock_.system_now(), options_.admission);
+      apply(std::move(j), a);
+    }
+    backlog_.forget(c.id);
+    log::info("endpoint.removed", {{"endpoint_id", c.id}});
+    return;
+  }
+  if (!ep) return;
+  sched_.configure(c.id, ep->max_concurrency, ep->aggregate_ordering);
+  if (c.deactivated) spill_queue(c.id, std::nullopt, "endpoint " + std::string(to_string(ep->status)));
+  if (c.activated) {
+    backlog_.wake(c.id);
+    claims_wake_.notify();
+  }
+}
+
+void dispatcher::wake(std::int64_t endpoint_id, bool resume) {
+  if (resume && directory_.reset_health(endpoint_id)) log::info("endpoint.breaker_reset", {{"endpoint_id", endpoint_id}});
+  backlog_.wake(endpoint_id);
+  claims_wake_.notify();
+}
+
+void dispatcher::reset_backlog(const std::vector<std::int64_t>& with_rows) {
+  backlog_.reset(with_rows);
+  claims_wake_.notify();
+}
+
+void dispatcher::end_session() {
+  auto now = clock_.system_now();
+  for (auto& j : sched_.drain_all())
+    if (j.row_id) write(j, spill_record(j, now));  // claimed rows go back; stream jobs are streamed again
+}
+
+std::vector<sql::delivery_key> dispatcher::owned() const {
+  std::vector<sql::delivery_key> out;
+  out.reserve(owned_.size());
+  for (const auto& [k, n] : owned_) out.push_back({k.first, k.second});
+  return out;
+}
+
+void dispatcher::own(const sql::delivery_key& k) { ++owned_[{k.endpoint_id, k.event_id}]; }
+
+void dispatcher::disown(const sql::delivery_key& k) {
+  auto it = owned_.find({k.endpoint_id, k.event_id});
+  if (it != owned_.end() && --it->second <= 0) owned_.erase(it);
+}
+
+// ------------------------------------------------------------------ attempts
+
+void dispatcher::dispatch() {
+  while (auto j = sched_.next()) {
+    auto r = std::make_shared<running>();
+    r->j = std::move(*j);
+    r->started = clock_.steady_now();
+    r->started_at = clock_.system_now();
+    r->id = next_attempt_id_++;
+    running_.emplace(r->id, r);
+    last_started_[r->j.endpoint_id] = r->started;
+    attempts_.spawn(attempt(std::move(r)), "attempt");
+  }
+}
+
+endpoint_load dispatcher::load_of(std::int64_t id, steady_time) const {
+  endpoint_load l;
+  l.queued = sched_.queued(id);
+  l.in_flight = sched_.in_flight(id);
+  if (const endpoint* ep = directory_.find(id)) l.max_concurrency = ep->max_concurrency;
+  l.oldest_queued = sched_.oldest_enqueued(id);
+  // The most recent start: no attempt in flight is younger, so "stalled" is never early.
+  if (auto it = last_started_.find(id); it != last_started_.end() && l.in_flight > 0) l.youngest_attempt = it->second;
+  l.probing = delivery::mode(directory_.health(id), clock_.system_now()) == delivery::breaker_mode::probing;
+  return l;
+}
+
+void dispatcher::finished(std::int64_t endpoint_id, steady_time now) {
+  backlog_.attempt_finished(endpoint_id, now);
+  if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id, now), now) > 0)
+    claims_wake_.notify();
+  if (hooks_.room) hooks_.room();
+}
+
+asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
+  const std::int64_t id = r->j.endpoint_id;
+  const endpoint* ep = directory_.find(id);
+  boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
+  if (ep && ep->target) {
+    delivery::http_target target = *ep->target;
+    delivery::http_request req;
+    req.body = r->j.ev->body;
+    auto ts = unix_seconds(clock_.system_now());
+    req.headers = {{"webhook-id", r->j.ev->id},
+                   {"webhook-timestamp", std::to_string(ts)},
+                   {"webhook-signature", delivery::signature_header(ep->keys, r->j.ev->id, ts, req.body)}};
+    ++stats_.attempts;
+    try {
+      response = co_await transport_.async_post(std::to_string(id), target, req);
+    } catch (const std::exception& e) {
+      // Never leave the job (and its LSN ticket) behind: an unexpected exception is a failed attempt.
+      log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});
+    }
+    double seconds = std::chrono::duration<double>(clock_.steady_now() - r->started).count();
+    std::size_t bucket = 0;
+    while (bucket < dispatcher_stats::latency_buckets.size() && seconds > dispatcher_stats::latency_buckets[bucket]) ++bucket;
+    ++stats_.latency_counts[bucket];
+    stats_.latency_sum_s += seconds;
+  }
+  // The job leaves the registry; its ticket (unless a durable mark took it) goes with it.
+  running_.erase(r->id);
+  job j = r->j;
+  r->j.ticket = 0;
+  j.marked = r->marked;
+  sched_.finished(j);
+  auto now_sys = clock_.system_now();
+  ep = directory_.find(id);  // it may have changed or gone while the attempt ran
+  if (!ep || !ep->target) {
+    auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
+    apply(std::move(j), a);
+  } else {
+    auto outcome = delivery::classify(response, now_sys, options_.outcomes.retry);
+    double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    auto d = decide(j, *ep, directory_.health(id), outcome, now_sys, unit, options_.outcomes);
+    apply(std::move(j), d);
+  }
+  finished(id, clock_.steady_now());
+  dispatch();
+}
+
+// ------------------------------------------------------------------ back-pressure and sweeps
+
+bool dispatcher::must_hold() {
+  if (sched_.over_memory_cap()) return true;
+  if (sched_.full_endpoints().empty()) return false;
+  auto now = clock_.steady_now();
+  std::vector<std::int64_t> full(sched_.full_endpoints().begin(), sched_.full_endpoints().end());
+  bool hold = false;
+  for (auto id : full) {
+    if (backlog_.lane_of(id) == lane::table) continue;
+    if (backlog_.keeps_up(id, load_of(id, now), now)) {
+      hold = true;
+    } else if (backlog_.use_table(id)) {
+      log::info("endpoint.slow", {{"endpoint_id", id}, {"queued", static_cast<std::uint64_t>(sched_.queued(id))},
+                                  {"note", "its queue would wait too long: new deliveries go through PostgreSQL"}});
+    }
+  }
+  return hold;
+}
+
+void dispatcher::sweep() {
+  auto now = clock_.steady_now();
+  // Attempts holding their transaction too long are recorded, so the slot can move on.
+  std::unordered_set<std::int64_t> busy;
+  for (const auto& [n, r] : running_) {
+    if (r->j.ticket != 0 && !r->marked && !r->j.row_id && now - r->started >= options_.max_hold) mark_sending(r);
+    busy.insert(r->j.endpoint_id);
+  }
+  // A stalled endpoint's queue will not move soon: what holds a ticket goes to PostgreSQL.
+  auto sys_now = clock_.system_now();
+  for (auto id : busy) {
+    if (!backlog_.stalled(load_of(id, now), now)) continue;
+    if (backlog_.use_table(id))
+      log::info("endpoint.stalled", {{"endpoint_id", id},
+                                     {"note", "every attempt runs past the hold bound: new deliveries go through PostgreSQL"}});
+    for (auto& j : sched_.take_holding(id)) write(j, spill_record(j, sys_now));
+  }
+  // Deliveries that waited too long in memory go to PostgreSQL so the slot can move on.
+  for (auto& j : sched_.take_waiting_since(now - options_.max_wait_in_memory)) {
+    backlog_.use_table(j.endpoint_id);
+    write(j, spill_record(j, sys_now));
+  }
+  if (hooks_.room && sched_.full_endpoints().empty()) hooks_.room();
+}
+
+// ------------------------------------------------------------------ claims
+
+asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round() {
+  auto now = clock_.steady_now();
+  auto now_sys = clock_.system_now();
+  auto next_wake = steady_time::max();
+  std::vector<sql::claim_quota> quotas;
+  std::vector<std::int64_t> check;  // claimable endpoints that may have run out of rows
+  std::size_t global_room = sched_.limits().max_queued_total > sched_.queued_total()
+                                ? sched_.limits().max_queued_total - sched_.queued_total()
+                                : 0;
+  for (std::int64_t id : backlog_.endpoints()) {
+    const endpoint* ep = directory_.find(id);
+    if (!ep || ep->status != endpoint_status::active || !ep->config_error.empty()) continue;
+    auto health = directory_.health(id);
+    if (delivery::mode(health, now_sys) == delivery::breaker_mode::paused) {
+      next_wake = std::min(next_wake, now + std::chrono::duration_cast<steady_time::duration>(*health.paused_until - now_sys));
+      continue;
+    }
+    auto load = load_of(id, now);
+    if (backlog_.stalled(load, now)) continue;  // an attempt ending brings the next round
+    std::size_t n = std::min(backlog_.claim_size(id, load, now), global_room);
+    if (n > 0) {
+      quotas.push_back({id, static_cast<int>(n), ep->aggregate_ordering});
+      global_room -= n;
+    } else {
+      check.push_back(id);
+    }
+  }
+  if (!quotas.empty()) {
+    auto claimed = co_await store_.claim_due(quotas);
+    if (!claimed) {
+      log::warn("claims.failed", {{"error", claimed.error().message()}});
+      co_return clock_.steady_now() + 1s;
+    }
+    if (!claimed->empty()) ++stats_.claims;
+    std::unordered_map<std::int64_t, std::size_t> got;
+    for (auto& c : *claimed) {
+      ++got[c.endpoint_id];
+      admit_claimed(std::move(c));
+    }
+    dispatch();
+    // An endpoint that got everything it asked for has more, most likely: attempts finishing
+    // bring the next round. One that got less may have run out.
+    for (const auto& q : quotas)
+      if (got[q.endpoint_id] < static_cast<std::size_t>(q.limit)) check.push_back(q.endpoint_id);
+  }
+  if (check.empty()) co_return next_wake;
+  auto exit = backlog_.begin_exit_check(check);
+  auto due = co_await store_.next_due(check);
+  now = clock_.steady_now();
+  if (!due) co_return std::min(next_wake, now + 1s);
+  std::vector<std::int64_t> with_pending;
+  for (const auto& d : *due) {
+    with_pending.push_back(d.endpoint_id);
+    // Due now but not claimable (slots busy, aggregates blocked): attempts finishing wake us;
+    // look again after a short pause in case nothing is in flight.
+    auto wait = d.in.count() <= 0 ? std::chrono::milliseconds{sched_.in_flight(d.endpoint_id) > 0 ? 1000 : 100} : d.in;
+    next_wake = std::min(next_wake, now + wait);
+  }
+  // No pending rows left (and none on their way): the endpoint takes new work in memory again.
+  // For aggregate order, a persisted delivery still in flight may fail and come back: wait.
+  auto left = backlog_.finish_exit_check(exit, with_pending, [this](std::int64_t id) {
+    const endpoint* ep = directory_.find(id);
+    return ep && ep->aggregate_ordering && sched_.in_flight(id) > 0;
+  });
+  for (auto id : left) log::debug("endpoint.backlog_drained", {{"endpoint_id", id}});
+  co_return next_wake;
+}
+
+namespace {
+asio::awaitable<bool> cancelled() {
+  co_return (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+}
+}  // namespace
+
+asio::awaitable<void> dispatcher::claim_loop() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  asio::steady_timer pace(executor_);
+  for (;;) {
+    auto next = co_await claim_round();
+    // Rounds are at least min_claim_interval apart: a burst of notifications (every spilled
+    // row's commit notifies) costs one round, not one each.
+    pace.expires_after(options_.min_claim_interval);
+    co_await pace.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (co_await cancelled()) co_return;
+    co_await claims_wake_.wait_until(next);
+    if (co_await cancelled()) co_return;
+  }
+}
+
+asio::awaitable<void> dispatcher::sweep_loop() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  asio::steady_timer tick(executor_);
+  for (;;) {
+    tick.expires_after(options_.sweep_interval);
+    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (co_await cancelled()) co_return;
+    sweep();
+  }
+}
+
+void dispatcher::start(task_group& group) {
+  group.spawn(claim_loop(), "claims");
+  group.spawn(sweep_loop(), "sweeps");
+}
+
+asio::awaitable<void> dispatcher::shutdown(std::chrono::steady_clock::time_point deadline) {
+  log::info("shutdown.begin", {{"in_flight", static_cast<std::uint64_t>(attempts_.size())},
+                               {"queued", static_cast<std::uint64_t>(sched_.queued_total())}});
+  // Queued work goes to PostgreSQL; attempts in flight get the grace period.
+  auto now = clock_.system_now();
+  for (auto& j : sched_.drain_all()) write(j, spill_record(j, now));
+  co_await attempts_.async_wait(deadline - 1s);
+  if (attempts_.size() > 0) {
+    log::warn("shutdown.cancelling_attempts", {{"in_flight", static_cast<std::uint64_t>(attempts_.size())}});
+    transport_.shutdown();  // remaining attempts fail with 'cancelled' and are written pending
+    co_await attempts_.async_wait(std::chrono::steady_clock::now() + 500ms);
+    attempts_.emit(asio::cancellation_type::terminal);
+    co_await attempts_.async_wait(std::chrono::steady_clock::now() + 500ms);
+  }
+}
+
+}  // namespace walhook::relay

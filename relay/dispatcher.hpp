@@ -1,0 +1,178 @@
+#pragma once
+// The delivery side of the engine (DESIGN §3 from "router" to "state store"): admits routed
+// deliveries, schedules them fairly per endpoint, runs attempts through the transport, decides
+// their outcomes and writes what must be durable — and tells the LSN tracker when a delivery no
+// longer holds its transaction. It also claims persisted work back, and sweeps: an attempt
+// running past the hold bound is recorded as 'sending' so its ticket can go; a stalled endpoint's
+// queued work goes to PostgreSQL.
+//
+// Every decision is a pure function (relay/decisions.hpp, relay/backlog.hpp); apply() is the
+// only code here that touches the store, the tracker and the scheduler. The I/O seams are
+// sql::store, delivery::transport and clock_source, so tests/unit/relay/dispatcher_test.cpp
+// drives all of it with fakes and a manual clock, without sleeping.
+//
+// Thread affinity: one executor; every call from it.
+
+#include "common/task_group.hpp"
+#include "common/time.hpp"
+#include "common/wake_signal.hpp"
+#include "delivery/policy.hpp"
+#include "delivery/scheduler.hpp"
+#include "delivery/transport.hpp"
+#include "relay/backlog.hpp"
+#include "relay/decisions.hpp"
+#include "relay/endpoint_directory.hpp"
+#include "relay/lsn_tracker.hpp"
+#include "sql/store.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace walhook::relay {
+
+struct dispatcher_options {
+  delivery::scheduler_limits limits;                  ///< 64 in flight, 1000 per endpoint, 10000 in memory
+  std::chrono::milliseconds max_wait_in_memory{1000}; ///< a queued delivery waiting longer is spilled
+  std::chrono::milliseconds max_hold{250};            ///< an attempt running longer is recorded 'sending'
+  std::chrono::milliseconds sweep_interval{50};       ///< how often the sweep runs
+  std::chrono::milliseconds min_claim_interval{10};   ///< claim rounds are at least this far apart
+  admission_policy admission;
+  outcome_policy outcomes;
+  std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's throughput
+  std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
+};
+
+/// Counters for /metrics and tests.
+struct dispatcher_stats {
+  std::uint64_t attempts = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t failed_attempts = 0;
+  std::uint64_t dead = 0;
+  std::uint64_t spilled = 0;            ///< deliveries written pending without an attempt
+  std::uint64_t merged = 0;             ///< deliveries replaced by a newer one with the same merge key
+  std::uint64_t claimed = 0;            ///< persisted deliveries claimed back
+  std::uint64_t claims = 0;             ///< claim queries that returned rows
+  std::uint64_t marked_sending = 0;     ///< attempts recorded 'sending' after the hold bound
+  std::uint64_t disabled_endpoints = 0;
+  static constexpr std::array<double, 11> latency_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  std::array<std::uint64_t, latency_buckets.size() + 1> latency_counts{};  ///< attempt durations, last = +Inf
+  double latency_sum_s = 0;
+};
+
+class dispatcher {
+ public:
+  /// Hooks into the engine: `released` runs when a delivery let go of its LSN ticket (confirm
+  /// the new position), `room` when reading the slot may resume (back-pressure eased).
+  struct hooks {
+    std::function<void()> released;
+    std::function<void()> room;
+  };
+
+  dispatcher(boost::asio::any_io_executor ex, dispatcher_options options, endpoint_directory& directory,
+             lsn_tracker& tracker, sql::store& store, delivery::transport& transport, const clock_source& clock,
+             hooks h = {});
+  ~dispatcher();
+  dispatcher(const dispatcher&) = delete;
+  dispatcher& operator=(const dispatcher&) = delete;
+
+  /// A delivery routed from the stream (it holds its transaction's ticket).
+  void submit(delivery::job j);
+  /// An endpoint was added, changed or removed (endpoint_directory's answer): its queued work
+  /// leaves memory if it stopped being active, its connections are dropped if its URL changed,
+  /// its pending rows are looked for if it became active.
+  void endpoint_changed(const endpoint_change& c);
+  /// An operator's signal (`walhook replay`, `endpoint resume|enable`): look for the endpoint's
+  /// pending rows; `resume` also closes its breaker.
+  void wake(std::int64_t endpoint_id, bool resume);
+
+  /// Session start: these endpoints have rows in walhook.deliveries.
+  void reset_backlog(const std::vector<std::int64_t>& with_rows);
+  /// Session end: claimed deliveries waiting in memory go back to pending; stream deliveries are
+  /// dropped (their transactions were not acknowledged: the next session streams them again).
+  /// Attempts in flight go on.
+  void end_session();
+  /// The rows this process owns — claimed or marked 'sending', with an attempt or an outcome
+  /// write still on its way — which a reset of stale 'sending' rows must leave alone.
+  std::vector<sql::delivery_key> owned() const;
+
+  /// Back-pressure: true while reading the slot must wait — an endpoint that keeps up has a full
+  /// queue, or memory is at its cap. An endpoint with a full queue that does not keep up is moved
+  /// to the table lane instead (its new work is spilled).
+  bool must_hold();
+
+  /// One sweep: attempts past the hold bound are recorded 'sending' (their tickets go once that
+  /// is durable); a stalled endpoint's queued deliveries and any delivery queued longer than
+  /// max_wait_in_memory are spilled, and those endpoints move to the table lane.
+  void sweep();
+  /// One claim round: claims due rows for endpoints in backlog mode (sized by their throughput),
+  /// admits them, and checks which endpoints left backlog mode. Returns when the next round is
+  /// due at the latest (a notification may bring it forward).
+  boost::asio::awaitable<std::chrono::steady_clock::time_point> claim_round();
+
+  /// Starts the sweep and claim loops in `group` (they stop on total cancellation).
+  void start(task_group& group);
+
+  /// Graceful stop: queued deliveries go to PostgreSQL; attempts get until `deadline`, then the
+  /// transport is shut down (they end 'cancelled' and are written pending).
+  boost::asio::awaitable<void> shutdown(std::chrono::steady_clock::time_point deadline);
+
+  const dispatcher_stats& stats() const { return stats_; }
+  const delivery::scheduler& scheduler() const { return sched_; }
+  const backlog_controller& backlog() const { return backlog_; }
+  /// Attempts in flight (running coroutines).
+  std::size_t attempts_running() const { return attempts_.size(); }
+
+ private:
+  struct running;
+
+  // apply(): the only code that touches the store, the tracker and the scheduler.
+  void apply(delivery::job j, const admission& a);
+  void apply(delivery::job j, const decision& d);
+  void queue(delivery::job j);
+  void write(delivery::job j, sql::delivery_outcome record);
+  void release(delivery::job& j);
+  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason);
+  void mark_sending(const std::shared_ptr<running>& r);
+
+  void admit_job(delivery::job j);
+  void admit_claimed(sql::claimed_delivery c);
+  void dispatch();
+  boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
+  endpoint_load load_of(std::int64_t id, steady_time now) const;
+  void finished(std::int64_t endpoint_id, steady_time now);
+  void own(const sql::delivery_key& k);
+  void disown(const sql::delivery_key& k);
+  boost::asio::awaitable<void> sweep_loop();
+  boost::asio::awaitable<void> claim_loop();
+
+  boost::asio::any_io_executor executor_;
+  dispatcher_options options_;
+  endpoint_directory& directory_;
+  lsn_tracker& tracker_;
+  sql::store& store_;
+  delivery::transport& transport_;
+  const clock_source& clock_;
+  hooks hooks_;
+  delivery::scheduler sched_;
+  backlog_controller backlog_;
+  task_group attempts_;
+  wake_signal claims_wake_;
+  std::mt19937_64 rng_;
+  std::uint64_t next_attempt_id_ = 1;
+  std::unordered_map<std::uint64_t, std::shared_ptr<running>> running_;
+  std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
+  std::map<std::pair<std::int64_t, std::string>, int> owned_;
+  dispatcher_stats stats_;
+};
+
+}  // namespace walhook::relay

@@ -1,0 +1,132 @@
+#include "sql/batch.hpp"
+
+#include "common/json_writer.hpp"
+#include "sql/statements.hpp"
+
+#include <map>
+#include <unordered_map>
+
+namespace walhook::sql {
+
+std::string_view to_string(delivery_status s) {
+  switch (s) {
+    case delivery_status::pending: return "pending";
+    case delivery_status::sending: return "sending";
+    case delivery_status::delivered: return "delivered";
+    case delivery_status::dead: return "dead";
+  }
+  return "pending";
+}
+
+namespace {
+
+void put_time(json_writer& j, std::string_view key, const std::optional<system_clock::time_point>& t) {
+  j.key(key);
+  if (t) j.string(format_iso8601(*t));
+  else j.null();
+}
+
+void put_int(json_writer& j, std::string_view key, const std::optional<int>& v) {
+  j.key(key);
+  if (v) j.number(static_cast<std::int64_t>(*v));
+  else j.null();
+}
+
+void put_outcome(json_writer& j, const delivery_outcome& o) {
+  j.field("status", to_string(o.status)).field("attempts", o.attempts);
+  put_time(j, "next_attempt_at", o.next_attempt_at);
+  put_time(j, "last_attempt_at", o.last_attempt_at);
+  put_int(j, "last_status", o.last_status);
+  j.field("last_error", o.last_error);
+}
+
+bool is_mergeable(const upsert_delivery& u) { return u.merge_key && u.outcome.status == delivery_status::pending; }
+
+}  // namespace
+
+std::vector<pg::statement> build_batch(std::span<const write> writes) {
+  json_writer upserts, updates, health;
+  upserts.begin_array();
+  updates.begin_array();
+  health.begin_array();
+  bool any_upsert = false, any_update = false;
+  // The last health write per endpoint, the highest progress per (slot, system).
+  std::map<std::int64_t, const health_write*> latest_health;
+  std::map<std::pair<std::string, std::string>, lsn> latest_progress;
+  // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
+  // newest (last queued: commit order) is written.
+  std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
+  for (std::size_t i = 0; i < writes.size(); ++i)
+    if (const auto* u = std::get_if<upsert_delivery>(&writes[i]); u && is_mergeable(*u))
+      newest_by_key[{u->endpoint_id, *u->merge_key}] = i;
+
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    const auto ord = static_cast<std::int64_t>(i);
+    if (const auto* u = std::get_if<upsert_delivery>(&writes[i])) {
+      if (is_mergeable(*u) && newest_by_key[{u->endpoint_id, *u->merge_key}] != i) continue;
+      any_upsert = true;
+      upserts.begin_object()
+          .field("ord", ord)
+          .field("endpoint_id", u->endpoint_id)
+          .field("event_id", u->event_id)
+          .field("aggregate_id", u->aggregate_id)
+          .field("merge_key", u->merge_key)
+          .field("event_created_at", u->event_created_at);
+      upserts.key("commit_lsn");
+      if (u->commit_lsn.valid()) upserts.string(u->commit_lsn.to_string());
+      else upserts.null();
+      put_outcome(upserts, u->outcome);
+      upserts.end_object();
+    } else if (const auto* d = std::get_if<update_delivery>(&writes[i])) {
+      any_update = true;
+      updates.begin_object().field("ord", ord);
+      updates.key("id");
+      if (d->row_id) {
+        updates.number(*d->row_id);
+        updates.key("endpoint_id").null().key("event_id").null();
+      } else {
+        updates.null();
+        updates.field("endpoint_id", d->key.endpoint_id).field("event_id", d->key.event_id);
+      }
+      put_outcome(updates, d->outcome);
+      updates.end_object();
+    } else if (const auto* h = std::get_if<health_write>(&writes[i])) {
+      latest_health[h->endpoint_id] = h;
+    } else if (const auto* p = std::get_if<progress_write>(&writes[i])) {
+      auto& v = latest_progress[{p->slot, p->system_id}];
+      v = std::max(v, p->confirmed_lsn);
+    }
+  }
+  std::string disable = "{";
+  for (const auto& [id, h] : latest_health) {
+    health.begin_object().field("endpoint_id", h->endpoint_id).field("consecutive_failures", h->consecutive_failures);
+    put_time(health, "first_failure_at", h->first_failure_at);
+    put_time(health, "last_failure_at", h->last_failure_at);
+    put_time(health, "last_success_at", h->last_success_at);
+    put_time(health, "paused_until", h->paused_until);
+    health.field("probe_rounds", h->probe_rounds);
+    put_int(health, "last_status", h->last_status);
+    health.field("last_error", h->last_error).field("disable", h->disable).field("disabled_reason", h->disabled_reason);
+    health.end_object();
+    if (h->disable) {
+      if (disable.size() > 1) disable += ',';
+      disable += std::to_string(h->endpoint_id);
+    }
+  }
+  disable += '}';
+  upserts.end_array();
+  updates.end_array();
+  health.end_array();
+
+  // One implicit transaction: everything up to the pipeline's sync commits or none of it does.
+  std::vector<pg::statement> out;
+  if (any_upsert) out.push_back({std::string(statements::upsert_deliveries), {upserts.take()}});
+  if (any_update) out.push_back({std::string(statements::update_deliveries), {updates.take()}});
+  if (!latest_health.empty()) out.push_back({std::string(statements::write_health), {health.take()}});
+  if (disable.size() > 2) out.push_back({std::string(statements::disable_endpoints), {disable}});
+  for (const auto& [key, position] : latest_progress)
+    out.push_back({std::string(statements::record_progress), {key.first, key.second, position.to_string()}});
+  return out;
+}
+
+}  // namespace walhook::sql

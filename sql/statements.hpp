@@ -1,0 +1,29 @@
+#pragma once
+// The SQL walhook runs against its own schema, one file per statement in sql/statements/,
+// embedded into the binary at build time (like the migrations). Each file's header comment
+// gives its parameters and result.
+
+#include <string_view>
+
+namespace walhook::sql::statements {
+
+// Batched writes (sql/batch.hpp builds them).
+extern const std::string_view upsert_deliveries;   ///< $1 jsonb rows
+extern const std::string_view update_deliveries;   ///< $1 jsonb rows (by id or by endpoint + event)
+extern const std::string_view write_health;        ///< $1 jsonb rows
+extern const std::string_view disable_endpoints;   ///< $1 bigint[]
+extern const std::string_view record_progress;     ///< $1 slot, $2 system id, $3 LSN
+
+// Claims and reads of the state store's reader connection.
+extern const std::string_view claim_due;               ///< $1 jsonb quotas → claimed rows with their events
+extern const std::string_view next_due;                ///< $1 bigint[] → (endpoint id, ms until due)
+extern const std::string_view reset_stale_sending;     ///< $1 seconds, $2 jsonb owned keys → command tag count
+extern const std::string_view endpoints_with_backlog;  ///< → endpoint ids
+extern const std::string_view load_progress;           ///< $1 slot → (LSN text, system id)
+extern const std::string_view clear_progress;          ///< $1 slot
+extern const std::string_view delete_expired;          ///< $1 hours, $2 batch → rows deleted
+extern const std::string_view load_health;             ///< → endpoint_health rows
+extern const std::string_view load_endpoints;          ///< → endpoints rows
+extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
+
+}  // namespace walhook::sql::statements

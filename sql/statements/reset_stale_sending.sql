@@ -1,0 +1,24 @@
+-- 'sending' rows not touched for $1 seconds go back to 'pending' (their attempt's process
+-- died), except those this process still owns: $2 = jsonb array of {endpoint_id, event_id}.
+-- A row whose merge key another pending row holds is merged away instead. Returns nothing;
+-- the command tag counts the rows.
+WITH owned AS (
+  SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(endpoint_id bigint, event_id uuid)
+), stale AS (
+  SELECT d.id, d.endpoint_id, d.merge_key, d.commit_lsn FROM walhook.deliveries d
+   WHERE d.status = 'sending' AND d.updated_at <= now() - make_interval(secs => $1::int)
+     AND NOT EXISTS (SELECT 1 FROM owned o WHERE o.endpoint_id = d.endpoint_id AND o.event_id = d.event_id)
+   FOR UPDATE OF d SKIP LOCKED
+), keep AS (
+  SELECT DISTINCT ON (s.endpoint_id, s.merge_key) s.id FROM stale s
+   WHERE s.merge_key IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM walhook.deliveries p
+                      WHERE p.endpoint_id = s.endpoint_id AND p.merge_key = s.merge_key AND p.status = 'pending')
+   ORDER BY s.endpoint_id, s.merge_key, s.commit_lsn DESC NULLS LAST, s.id DESC
+), gone AS (
+  DELETE FROM walhook.deliveries d USING stale s
+   WHERE d.id = s.id AND s.merge_key IS NOT NULL AND s.id NOT IN (SELECT id FROM keep)
+  RETURNING d.id
+)
+UPDATE walhook.deliveries d SET status = 'pending', updated_at = now()
+  FROM stale s WHERE d.id = s.id AND d.id NOT IN (SELECT id FROM gone)

@@ -1,0 +1,92 @@
+#pragma once
+// The writes walhook makes to PostgreSQL, as values (DESIGN §5): delivery state, endpoint
+// health, slot progress. The state store queues them and commits them in batches
+// (sql/batch.hpp builds the statements of one batch; sql/state_store.hpp runs them).
+
+#include "common/lsn.hpp"
+#include "common/time.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace walhook::sql {
+
+/// walhook.deliveries.status. `sending`: an attempt owns the row (claimed, or recorded while it
+/// ran too long to hold the slot); after a crash it goes back to `pending`.
+enum class delivery_status { pending, sending, delivered, dead };
+std::string_view to_string(delivery_status s);
+
+/// A delivery's identity without its row id: walhook.deliveries is unique on (endpoint, event).
+struct delivery_key {
+  std::int64_t endpoint_id = 0;
+  std::string event_id;  ///< outbox.id, uuid text
+  bool operator==(const delivery_key&) const = default;
+};
+
+/// Where a delivery stands after an attempt (or without one, when it is spilled).
+struct delivery_outcome {
+  delivery_status status = delivery_status::pending;
+  int attempts = 0;  ///< attempts made so far
+  std::optional<system_clock::time_point> next_attempt_at;
+  std::optional<system_clock::time_point> last_attempt_at;
+  std::optional<int> last_status;         ///< HTTP status of the last attempt
+  std::optional<std::string> last_error;  ///< readable reason of the last failure
+  bool operator==(const delivery_outcome&) const = default;
+};
+
+/// A delivery known only in memory so far, written by (endpoint, event): spilled as pending,
+/// recorded as delivered (--record=all) or dead, or marked `sending` while its attempt runs. A
+/// pending one with a merge key replaces the pending row with the same (endpoint, merge key)
+/// instead of adding one (merge) — unless that row holds a newer event, which then supersedes
+/// this one. A row that already exists for (endpoint, event) — a redelivery after a crash — is
+/// updated only while it is pending (or to record a success), never regressed from delivered.
+struct upsert_delivery {
+  std::int64_t endpoint_id = 0;
+  std::string event_id;
+  std::optional<std::string> aggregate_id;
+  std::optional<std::string> merge_key;
+  std::string event_created_at;  ///< ISO 8601
+  lsn commit_lsn;                ///< end LSN of the event's transaction (merge order); invalid if unknown
+  delivery_outcome outcome;
+};
+
+/// The outcome of an attempt on a persisted delivery: by row id (claimed rows), or by
+/// (endpoint, event) for a row this process marked `sending` (row_id empty; applied only while
+/// the row is still `sending`, or to record a success). Going back to pending while a newer
+/// pending delivery with the same merge key exists deletes this row instead (merged).
+struct update_delivery {
+  std::optional<std::int64_t> row_id;
+  delivery_key key;  ///< used when row_id is empty
+  delivery_outcome outcome;
+};
+
+/// walhook.endpoint_health, whole row (the in-memory breaker is authoritative while running).
+/// `disable` also sets endpoints.status = 'disabled'.
+struct health_write {
+  std::int64_t endpoint_id = 0;
+  int consecutive_failures = 0;
+  std::optional<system_clock::time_point> first_failure_at;
+  std::optional<system_clock::time_point> last_failure_at;
+  std::optional<system_clock::time_point> last_success_at;
+  std::optional<system_clock::time_point> paused_until;
+  int probe_rounds = 0;
+  std::optional<int> last_status;
+  std::optional<std::string> last_error;
+  bool disable = false;
+  std::optional<std::string> disabled_reason;
+};
+
+/// The slot position walhook acknowledged (walhook.slot_progress); the newest per slot wins.
+struct progress_write {
+  std::string slot;
+  std::string system_id;  ///< IDENTIFY_SYSTEM's systemid of the cluster the position belongs to
+  lsn confirmed_lsn;
+};
+
+/// Any write the state store takes.
+using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write>;
+
+}  // namespace walhook::sql
