@@ -1,0 +1,457 @@
+// The engine's delivery side (relay/dispatcher.hpp) with faked store, transport and clock:
+// admission, outcomes, back-pressure, the hold bound, backlog entry and exit, shutdown.
+// Everything runs in the test's thread, in milliseconds, without sleeping.
+
+#include "tests/unit/relay/dispatcher_fixture.hpp"
+
+#include <doctest/doctest.h>
+
+#include <boost/asio/co_spawn.hpp>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+using test::dispatcher_fixture;
+
+TEST_CASE("dispatcher: a healthy endpoint's delivery goes out at once, signed, writes nothing, frees its transaction") {
+  dispatcher_fixture f;
+  auto& ep = f.add_endpoint(1);
+  auto end = f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  const auto& call = f.transport.at(0);
+  CHECK(call.pool_key == "1");
+  CHECK(call.header("webhook-id") == "00000000-0000-0000-0000-000000000001");
+  CHECK(delivery::verify(ep.keys, call.header("webhook-id"), call.header("webhook-timestamp"), call.request.body,
+                         call.header("webhook-signature")));
+  CHECK_FALSE(f.tracker.confirmable().valid());  // held while the attempt runs
+  f.transport.answer(0, 204);
+  f.run();
+  CHECK(f.store.queued.empty());
+  CHECK(f.tracker.confirmable() == end);
+  CHECK(f.d->stats().delivered == 1);
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::memory);
+}
+
+TEST_CASE("dispatcher: a failed attempt is written pending with backoff; its transaction goes once that is durable") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  auto end = f.transaction({1});
+  f.run();
+  f.transport.answer(0, 503);
+  f.run();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 1);
+  const auto& o = upserts[0].outcome;
+  CHECK(o.status == sql::delivery_status::pending);
+  CHECK(o.attempts == 1);
+  CHECK(o.last_status == 503);
+  REQUIRE(o.next_attempt_at.has_value());
+  // Backoff after the first failure: 30 s, half of it jitter → [15 s, 30 s).
+  CHECK(*o.next_attempt_at >= f.clock.system_now() + 15s);
+  CHECK(*o.next_attempt_at < f.clock.system_now() + 30s);
+  CHECK(f.store.queued_of<sql::health_write>().size() == 1);
+  CHECK_FALSE(f.tracker.confirmable().valid());  // not durable yet: the slot must not pass it
+  f.store.commit();
+  CHECK(f.tracker.confirmable() == end);
+  CHECK(f.d->backlog().has_backlog(1));
+}
+
+TEST_CASE("dispatcher: 410 Gone ends the delivery dead and disables the endpoint; its queued work is spilled") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.transaction({1});
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);  // max_concurrency 1: the second waits in memory
+  f.transport.answer(0, 410);
+  f.run();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 2);
+  CHECK(upserts[0].outcome.status == sql::delivery_status::dead);
+  CHECK(upserts[1].outcome.status == sql::delivery_status::pending);
+  CHECK(upserts[1].outcome.last_error == "endpoint disabled");
+  auto health = f.store.queued_of<sql::health_write>();
+  REQUIRE(health.size() == 1);
+  CHECK(health[0].disable);
+  CHECK(f.directory.find(1)->status == relay::endpoint_status::disabled);
+  CHECK(f.transport.calls() == 1);
+  // New work for the disabled endpoint waits in PostgreSQL.
+  f.transaction({1});
+  CHECK(f.store.queued_of<sql::upsert_delivery>().size() == 3);
+}
+
+TEST_CASE("dispatcher: the circuit breaker pauses after the threshold; queued work waits in PostgreSQL until then") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.outcomes.breaker.failure_threshold = 2; });
+  f.add_endpoint(1, 1);
+  for (int i = 0; i < 3; ++i) f.transaction({1});
+  f.run();
+  f.transport.answer(0, 500);
+  f.run();
+  f.transport.answer(1, 500);
+  f.run();
+  CHECK(f.transport.calls() == 2);
+  auto health = f.directory.health(1);
+  REQUIRE(health.paused_until.has_value());
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 3);
+  CHECK(upserts[2].outcome.last_error == "endpoint paused by the circuit breaker");
+  CHECK(upserts[2].outcome.next_attempt_at == health.paused_until);
+  // While paused, new deliveries are written at once, due when the pause ends.
+  f.transaction({1});
+  auto later = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(later.size() == 4);
+  CHECK(later[3].outcome.next_attempt_at == health.paused_until);
+}
+
+TEST_CASE("dispatcher: Retry-After pauses the whole endpoint, not just the delivery") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.transaction({1});
+  f.transaction({1});
+  f.run();
+  f.transport.answer(0, 429, "120");
+  f.run();
+  auto health = f.directory.health(1);
+  REQUIRE(health.paused_until.has_value());
+  CHECK(*health.paused_until == f.clock.system_now() + 120s);
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 2);
+  CHECK(upserts[0].outcome.next_attempt_at == health.paused_until);  // the 429'd one: not before then
+  CHECK(upserts[1].outcome.next_attempt_at == health.paused_until);  // the queued one went with it
+  CHECK(f.transport.calls() == 1);
+}
+
+TEST_CASE("dispatcher: a fast endpoint with a full queue slows reading down instead of spilling") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.limits.max_queued_per_endpoint = 4; });
+  f.add_endpoint(1, 1);
+  for (int i = 0; i < 5; ++i) f.transaction({1});  // 1 in flight + 4 queued
+  f.run();
+  CHECK(f.d->must_hold());
+  CHECK(f.store.queued.empty());
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::memory);
+  f.transport.answer(0, 200);
+  f.run();
+  CHECK(f.room >= 1);  // the reader is woken…
+  CHECK_FALSE(f.d->must_hold());  // …and may read again
+  CHECK(f.store.queued.empty());
+}
+
+TEST_CASE("dispatcher: an endpoint whose full queue would wait too long moves to the table lane; reading goes on") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.limits.max_queued_per_endpoint = 4; });
+  f.add_endpoint(1, 1);
+  f.add_endpoint(2);
+  for (int i = 0; i < 5; ++i) f.transaction({1});
+  f.run();
+  CHECK(f.d->must_hold());
+  f.clock.advance(600ms);  // the oldest queued delivery has waited more than half of max_wait_in_memory (1 s)
+  CHECK_FALSE(f.d->must_hold());
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::table);
+  f.transaction({1, 2});
+  f.run();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 1);  // endpoint 1's new delivery goes through PostgreSQL…
+  CHECK(upserts[0].endpoint_id == 1);
+  CHECK(f.transport.calls() == 2);  // …endpoint 2's goes out at once
+  CHECK(f.transport.at(1).pool_key == "2");
+}
+
+TEST_CASE("dispatcher: an attempt past the hold bound is recorded 'sending' and stops holding its transaction") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  auto end = f.transaction({1});
+  f.run();
+  f.clock.advance(200ms);
+  f.d->sweep();
+  CHECK(f.store.queued.empty());  // under the bound (250 ms): nothing to record
+  f.clock.advance(100ms);
+  f.d->sweep();
+  auto marks = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(marks.size() == 1);
+  CHECK(marks[0].outcome.status == sql::delivery_status::sending);
+  CHECK(marks[0].outcome.attempts == 0);
+  REQUIRE(f.d->owned().size() == 1);
+  CHECK(f.d->owned()[0].event_id == marks[0].event_id);
+  CHECK_FALSE(f.tracker.confirmable().valid());
+  f.store.commit();
+  CHECK(f.tracker.confirmable() == end);  // the attempt still runs, the slot moves on
+  f.d->sweep();
+  CHECK(f.store.queued.empty());  // marked once
+  f.transport.answer(0, 200);
+  f.run();
+  // Its outcome updates the row it owns, by (endpoint, event).
+  auto updates = f.store.queued_of<sql::update_delivery>();
+  REQUIRE(updates.size() == 1);
+  CHECK_FALSE(updates[0].row_id.has_value());
+  CHECK(updates[0].key.endpoint_id == 1);
+  CHECK(updates[0].outcome.status == sql::delivery_status::delivered);
+  CHECK(updates[0].outcome.attempts == 1);
+  CHECK(f.d->owned().size() == 1);  // until the outcome is durable
+  f.store.commit();
+  CHECK(f.d->owned().empty());
+  CHECK(f.d->stats().marked_sending == 1);
+}
+
+TEST_CASE("dispatcher: an attempt that ends before its mark is durable releases its transaction exactly once") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  f.add_endpoint(2);
+  auto first = f.transaction({1, 2});  // one transaction, two deliveries
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  f.clock.advance(300ms);
+  f.d->sweep();
+  REQUIRE(f.store.queued_of<sql::upsert_delivery>().size() == 2);
+  f.transport.answer(0, 500);  // ends while its mark is still queued
+  f.run();
+  f.store.commit(1);  // the first mark: releases the first delivery's hold
+  CHECK_FALSE(f.tracker.confirmable().valid());
+  f.store.commit();  // second mark, then the first attempt's outcome
+  CHECK(f.tracker.confirmable() == first);
+  CHECK(f.tracker.held() == 0);  // nothing released twice, nothing left held
+  f.transport.answer(1, 200);
+  f.run();
+  f.store.commit();
+  CHECK(f.tracker.held() == 0);
+}
+
+TEST_CASE("dispatcher: a stalled endpoint's queued deliveries go to PostgreSQL; new ones follow") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.add_endpoint(2);
+  auto a = f.transaction({1});
+  f.transaction({1});
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  f.clock.advance(300ms);
+  f.d->sweep();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 3);  // the mark of the running attempt and the two queued deliveries
+  CHECK(upserts[0].outcome.status == sql::delivery_status::sending);
+  CHECK(upserts[1].outcome.status == sql::delivery_status::pending);
+  CHECK(upserts[2].outcome.status == sql::delivery_status::pending);
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::table);
+  f.store.commit();
+  CHECK(f.tracker.held() == 0);
+  CHECK(f.tracker.confirmable() > a);
+  // A healthy neighbour is untouched.
+  f.transaction({1, 2});
+  f.run();
+  CHECK(f.store.queued_of<sql::upsert_delivery>().size() == 1);
+  CHECK(f.transport.calls() == 2);
+}
+
+TEST_CASE("dispatcher: a delivery queued longer than max_wait_in_memory is spilled, though its endpoint is not stalled") {
+  // One attempt in flight for the whole process: endpoint 2's delivery waits for endpoint 1's.
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.limits.max_in_flight = 1; });
+  f.add_endpoint(1);
+  f.add_endpoint(2);
+  f.transaction({1});
+  f.transaction({2});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  f.clock.advance(900ms);
+  f.d->sweep();  // marks endpoint 1's attempt; endpoint 2's delivery has waited 0.9 s: it stays
+  REQUIRE(f.store.queued_of<sql::upsert_delivery>().size() == 1);
+  f.clock.advance(200ms);
+  f.d->sweep();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 2);
+  CHECK(upserts[1].endpoint_id == 2);
+  CHECK(upserts[1].outcome.status == sql::delivery_status::pending);
+  CHECK(f.d->backlog().lane_of(2) == relay::lane::table);
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::memory);  // 1 of its 4 slots busy: not stalled
+}
+
+TEST_CASE("dispatcher: merge — a queued state update is replaced by a newer one; the older one's hold goes") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.transaction({1});
+  auto second = f.transaction({1}, "order:7");
+  auto third = f.transaction({1}, "order:7");
+  f.run();
+  CHECK(f.d->stats().merged == 1);
+  CHECK(f.d->scheduler().queued(1) == 1);
+  f.transport.answer(0, 200);
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  CHECK(f.transport.at(1).header("webhook-id") == "00000000-0000-0000-0000-000000000003");
+  CHECK(f.tracker.confirmable() == second);  // the first two are done, the third in flight
+  f.transport.answer(1, 200);
+  f.run();
+  CHECK(f.tracker.confirmable() == third);
+  CHECK(f.store.queued.empty());
+}
+
+TEST_CASE("dispatcher: payload limit and bad endpoint configuration end dead at admission") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.admission.max_payload_bytes = 10; });
+  f.add_endpoint(1);
+  relay::endpoint bad = f.add_endpoint(2);
+  bad.url = "ftp://nope";
+  relay::resolve_endpoint(bad);
+  f.apply(bad);
+  f.transaction({1, 2});
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 2);
+  CHECK(upserts[0].outcome.status == sql::delivery_status::dead);
+  CHECK(upserts[0].outcome.last_error->find("exceeds the limit of 10 bytes") != std::string::npos);
+  CHECK(upserts[1].outcome.status == sql::delivery_status::dead);
+  CHECK(f.transport.calls() == 0);
+  CHECK(f.d->stats().dead == 2);
+}
+
+TEST_CASE("dispatcher: an endpoint removed while its attempt runs — a stream delivery is done, a claimed one dead") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  f.d->reset_backlog({1});
+  f.store.claimable.push_back(f.claimable(1, 77));
+  f.claim_round();
+  auto end = f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  f.d->endpoint_changed(*f.directory.remove(1));
+  CHECK(f.transport.forgotten == std::vector<std::string>{"1"});
+  f.transport.answer_all(200);
+  f.run();
+  CHECK(f.tracker.confirmable() == end);
+  auto updates = f.store.queued_of<sql::update_delivery>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].row_id == 77);
+  CHECK(updates[0].outcome.status == sql::delivery_status::dead);
+  CHECK(updates[0].outcome.last_error == "endpoint no longer exists");
+}
+
+TEST_CASE("dispatcher: claims are sized by throughput; an endpoint leaves backlog mode when its rows are gone") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  f.d->reset_backlog({1});
+  for (int i = 0; i < 2000; ++i) f.store.claimable.push_back(f.claimable(1, 1000 + i));
+  f.claim_round();
+  REQUIRE(f.store.claim_calls.size() == 1);
+  CHECK(f.store.claim_calls[0].at(0).limit == 16);  // no throughput known yet: 4 rounds of max_concurrency 4
+  CHECK(f.store.due_calls.empty());                 // it got all it asked for: more is likely
+  // The endpoint answers 4 at a time every 10 ms.
+  for (int round = 0; round < 4; ++round) {
+    f.clock.advance(10ms);
+    f.transport.answer_all(200);
+    f.run();
+  }
+  CHECK(f.transport.calls() == 16);
+  f.claim_round();
+  REQUIRE(f.store.claim_calls.size() == 2);
+  // 16 answers in the 30 ms since the first: 533/s; × 500 ms claim horizon = 266 rows at once.
+  CHECK(f.store.claim_calls[1].at(0).limit == 266);
+  // Drain what is left quickly; then there is nothing more.
+  while (!f.store.claimable.empty() || f.transport.waiting() > 0) {
+    f.clock.advance(1ms);
+    f.transport.answer_all(200);
+    f.run();
+    if (f.d->scheduler().queued(1) + f.d->scheduler().in_flight(1) == 0) f.claim_round();
+  }
+  f.store.commit();
+  CHECK(f.d->stats().delivered == 2000);
+  CHECK(f.store.claim_calls.size() < 10);  // a few large claims, not 125 rounds of 16
+  f.claim_round();
+  CHECK(f.d->backlog().lane_of(1) == relay::lane::memory);
+  CHECK_FALSE(f.d->backlog().has_backlog(1));
+}
+
+TEST_CASE("dispatcher: no lost wakeup — a pending row that commits while next_due runs keeps the endpoint in backlog") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  f.transaction({1});
+  f.run();
+  f.transport.answer(0, 500);  // a pending write is on its way
+  f.run();
+  REQUIRE(f.store.queued.size() == 2);
+  REQUIRE(f.d->backlog().has_backlog(1));
+  // The write commits while the question "who still has pending rows?" runs: the answer
+  // (computed before the commit) does not include it.
+  f.store.during_next_due = [&] { f.store.commit(); };
+  f.claim_round();
+  REQUIRE(f.store.due_calls.size() == 1);
+  CHECK(f.d->backlog().has_backlog(1));
+  // Next round, nothing raced: the answer is believed.
+  f.store.during_next_due = {};
+  f.claim_round();
+  CHECK_FALSE(f.d->backlog().has_backlog(1));
+}
+
+TEST_CASE("dispatcher: an endpoint with a write still queued does not leave backlog mode") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  f.transaction({1});
+  f.run();
+  f.transport.answer(0, 500);
+  f.run();
+  f.claim_round();
+  CHECK(f.d->backlog().has_backlog(1));
+  f.store.commit();
+  f.claim_round();
+  CHECK_FALSE(f.d->backlog().has_backlog(1));
+}
+
+TEST_CASE("dispatcher: a paused endpoint is not claimed for; the round wakes when the pause ends") {
+  dispatcher_fixture f;
+  f.add_endpoint(1);
+  delivery::breaker_state paused;
+  paused.consecutive_failures = 20;
+  paused.paused_until = f.clock.system_now() + 45s;
+  f.directory.set_health(1, paused);
+  f.d->reset_backlog({1});
+  auto next = f.claim_round();
+  CHECK(f.store.claim_calls.empty());
+  CHECK(next == f.clock.steady_now() + 45s);
+  f.clock.advance(46s);  // probing: one round of max_concurrency
+  f.store.claimable.push_back(f.claimable(1, 5));
+  f.claim_round();
+  REQUIRE(f.store.claim_calls.size() == 1);
+  CHECK(f.store.claim_calls[0].at(0).limit == 4);
+}
+
+TEST_CASE("dispatcher: session end — claimed deliveries go back to pending, stream deliveries are dropped") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.d->reset_backlog({1});
+  f.transaction({1});  // in flight
+  f.transaction({1});  // queued (stream)
+  f.store.claimable.push_back(f.claimable(1, 9));
+  f.claim_round();     // queued (claimed)
+  f.run();
+  REQUIRE(f.d->scheduler().queued(1) == 2);
+  f.d->end_session();
+  CHECK(f.d->scheduler().queued(1) == 0);
+  auto updates = f.store.queued_of<sql::update_delivery>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].row_id == 9);
+  CHECK(updates[0].outcome.status == sql::delivery_status::pending);
+  CHECK(f.store.queued_of<sql::upsert_delivery>().empty());
+  CHECK(f.d->owned().size() == 1);  // row 9 until its write is durable
+  f.store.commit();
+  CHECK(f.d->owned().empty());
+}
+
+TEST_CASE("dispatcher: shutdown — queued work is written, attempts still running after the grace end 'cancelled' and pending") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.transaction({1});
+  f.transaction({1});
+  f.transaction({1});
+  f.run();
+  bool done = false;
+  // Grace already over (deadline now + 1 s: attempts get until deadline − 1 s).
+  boost::asio::co_spawn(f.ioc, f.d->shutdown(std::chrono::steady_clock::now() + 1s), [&](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+    done = true;
+  });
+  for (int i = 0; i < 100 && !done; ++i) f.run();
+  REQUIRE(done);
+  CHECK(f.transport.shut_down);
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 3);
+  for (const auto& u : upserts) CHECK(u.outcome.status == sql::delivery_status::pending);
+  CHECK(upserts[2].outcome.last_error->find("shut down") != std::string::npos);
+  CHECK(f.d->attempts_running() == 0);
+  f.store.commit();
+  CHECK(f.tracker.held() == 0);
+}

@@ -1,0 +1,154 @@
+// sql/batch.hpp: the statements one state-store batch becomes (pure; the SQL itself runs against
+// a real PostgreSQL in tests/integration/state_store.cpp).
+
+#include "sql/batch.hpp"
+#include "sql/statements.hpp"
+
+#include <doctest/doctest.h>
+#include <simdjson.h>
+
+#include <string>
+#include <vector>
+
+using namespace walhook;
+using namespace walhook::sql;
+using namespace std::chrono_literals;
+
+namespace {
+
+upsert_delivery pending(std::int64_t endpoint, std::string event, std::optional<std::string> key = {}) {
+  upsert_delivery u;
+  u.endpoint_id = endpoint;
+  u.event_id = std::move(event);
+  u.merge_key = std::move(key);
+  u.event_created_at = "2027-01-15T08:00:00.000000Z";
+  u.commit_lsn = lsn{0x16B374D848};
+  u.outcome.status = delivery_status::pending;
+  u.outcome.attempts = 1;
+  u.outcome.next_attempt_at = system_clock::time_point{} + 1'800'000'000s;
+  u.outcome.last_error = "HTTP 500";
+  return u;
+}
+
+/// The jsonb rows of a statement's first parameter.
+std::vector<std::string> rows_of(const pg::statement& st, const char* field) {
+  simdjson::dom::parser parser;
+  auto doc = parser.parse(*st.args.at(0));
+  std::vector<std::string> out;
+  for (auto row : doc.get_array()) {
+    auto v = row[field];
+    if (v.is_null()) out.push_back("null");
+    else if (v.is_string()) out.emplace_back(std::string_view(v.get_string()));
+    else out.push_back(std::to_string(int64_t(v.get_int64())));
+  }
+  return out;
+}
+
+health_write health(std::int64_t endpoint, int failures) {
+  health_write h;
+  h.endpoint_id = endpoint;
+  h.consecutive_failures = failures;
+  return h;
+}
+
+update_delivery update(std::optional<std::int64_t> row, delivery_key key, delivery_status status) {
+  update_delivery u;
+  u.row_id = row;
+  u.key = std::move(key);
+  u.outcome.status = status;
+  u.outcome.attempts = 1;
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("build_batch: nothing to write, no statement") { CHECK(build_batch({}).empty()); }
+
+TEST_CASE("build_batch: one statement per kind, in a fixed order; upserts carry every field") {
+  std::vector<sql::write> w;
+  w.push_back(progress_write{"slot", "sys", lsn{0x500}});
+  w.push_back(health(7, 3));
+  w.push_back(update(42, {}, delivery_status::delivered));
+  w.push_back(pending(1, "e1"));
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 4);
+  CHECK(st[0].sql == statements::upsert_deliveries);
+  CHECK(st[1].sql == statements::update_deliveries);
+  CHECK(st[2].sql == statements::write_health);
+  CHECK(st[3].sql == statements::record_progress);
+  CHECK(st[3].args == pg::params{"slot", "sys", "0/500"});
+  CHECK(rows_of(st[0], "commit_lsn") == std::vector<std::string>{"16/B374D848"});
+  CHECK(rows_of(st[0], "status") == std::vector<std::string>{"pending"});
+  CHECK(rows_of(st[0], "next_attempt_at") == std::vector<std::string>{"2027-01-15T08:00:00.000000Z"});
+  CHECK(rows_of(st[0], "last_error") == std::vector<std::string>{"HTTP 500"});
+  CHECK(rows_of(st[0], "ord") == std::vector<std::string>{"3"});
+  CHECK(rows_of(st[1], "id") == std::vector<std::string>{"42"});
+  CHECK(rows_of(st[1], "status") == std::vector<std::string>{"delivered"});
+}
+
+TEST_CASE("build_batch: updates by row id or by (endpoint, event)") {
+  std::vector<sql::write> w;
+  w.push_back(update(9, {}, delivery_status::pending));
+  w.push_back(update(std::nullopt, {3, "e3"}, delivery_status::delivered));
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 1);
+  CHECK(rows_of(st[0], "id") == std::vector<std::string>{"9", "null"});
+  CHECK(rows_of(st[0], "endpoint_id") == std::vector<std::string>{"null", "3"});
+  CHECK(rows_of(st[0], "event_id") == std::vector<std::string>{"null", "e3"});
+}
+
+TEST_CASE("build_batch: pending upserts with one (endpoint, merge key) merge into the newest") {
+  std::vector<sql::write> w;
+  w.push_back(pending(1, "old", "k"));
+  w.push_back(pending(1, "fact"));
+  w.push_back(pending(2, "other endpoint", "k"));
+  w.push_back(pending(1, "new", "k"));
+  auto dead = pending(1, "dead one", "k");
+  dead.outcome.status = delivery_status::dead;  // only pending rows merge
+  w.push_back(dead);
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 1);
+  CHECK(rows_of(st[0], "event_id") == std::vector<std::string>{"fact", "other endpoint", "new", "dead one"});
+}
+
+TEST_CASE("build_batch: the last health write per endpoint wins and brings its disable; progress keeps the highest") {
+  std::vector<sql::write> w;
+  auto h1 = health(5, 1);
+  auto h2 = health(5, 2);
+  h2.disable = true;
+  h2.disabled_reason = "HTTP 410 Gone";
+  w.push_back(h1);
+  w.push_back(health(6, 9));
+  w.push_back(h2);
+  w.push_back(progress_write{"s", "sys", lsn{0x900}});
+  w.push_back(progress_write{"s", "sys", lsn{0x800}});
+  w.push_back(progress_write{"s", "other", lsn{0x100}});
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 4);
+  CHECK(rows_of(st[0], "endpoint_id") == std::vector<std::string>{"5", "6"});
+  CHECK(rows_of(st[0], "consecutive_failures") == std::vector<std::string>{"2", "9"});
+  CHECK(st[1].sql == statements::disable_endpoints);
+  CHECK(st[1].args == pg::params{"{5}"});
+  CHECK(st[2].args == pg::params{"s", "other", "0/100"});
+  CHECK(st[3].args == pg::params{"s", "sys", "0/900"});
+}
+
+TEST_CASE("build_batch: a mark ('sending') is an upsert like any other and never merges") {
+  std::vector<sql::write> w;
+  auto mark = pending(1, "e", "k");
+  mark.outcome.status = delivery_status::sending;
+  w.push_back(mark);
+  w.push_back(pending(1, "e2", "k"));
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 1);
+  CHECK(rows_of(st[0], "status") == std::vector<std::string>{"sending", "pending"});
+}
+
+TEST_CASE("statements: every embedded statement is there, non-empty") {
+  for (auto s : {statements::upsert_deliveries, statements::update_deliveries, statements::write_health,
+                 statements::disable_endpoints, statements::record_progress, statements::claim_due, statements::next_due,
+                 statements::reset_stale_sending, statements::endpoints_with_backlog, statements::load_progress,
+                 statements::clear_progress, statements::delete_expired, statements::load_health,
+                 statements::load_endpoints, statements::oldest_pending})
+    CHECK(s.find("walhook.") != std::string_view::npos);
+}
