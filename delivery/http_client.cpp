@@ -49,38 +49,6 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-class transport_category_impl final : public boost::system::error_category {
- public:
-  const char* name() const noexcept override { return "walhook.transport"; }
-  std::string message(int ev) const override {
-    switch (static_cast<transport_errc>(ev)) {
-      case transport_errc::invalid_url:
-        return "invalid endpoint URL (need an absolute http or https URL with a host)";
-      case transport_errc::resolve_failed:
-        return "DNS resolution of the endpoint host failed";
-      case transport_errc::address_blocked:
-        return "every resolved address is private, loopback, link-local or reserved (SSRF guard)";
-      case transport_errc::connect_failed:
-        return "no resolved address accepted a TCP connection";
-      case transport_errc::tls_failed:
-        return "TLS handshake or certificate verification failed";
-      case transport_errc::write_failed:
-        return "connection broke while sending the request";
-      case transport_errc::read_failed:
-        return "connection broke before a complete response header";
-      case transport_errc::protocol_error:
-        return "response is not valid HTTP/1.x";
-      case transport_errc::timeout:
-        return "deadline passed before the response header arrived";
-      case transport_errc::cancelled:
-        return "HTTP client shut down";
-      case transport_errc::resolve_timeout:
-        return "DNS lookup of the endpoint host did not finish before the deadline";
-    }
-    return "unknown transport error";
-  }
-};
-
 error_code err(transport_errc e) { return make_error_code(e); }
 
 char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -651,11 +619,6 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
 struct http_client::impl : http_detail::client_core {
   using client_core::client_core;
 };
-
-const boost::system::error_category& transport_category() {
-  static const transport_category_impl category;
-  return category;
-}
 
 bool is_metadata_address(const boost::asio::ip::address& address) {
   static const auto v4 = asio::ip::make_address_v4("169.254.169.254");
