@@ -21,14 +21,11 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
-#include <boost/url/parse.hpp>
-#include <boost/url/url_view.hpp>
 
 #include <openssl/ssl.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -51,13 +48,6 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 error_code err(transport_errc e) { return make_error_code(e); }
 
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool is_host_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_';
-}
-
 /// RFC 9110 §5.6.2 token.
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
@@ -70,26 +60,6 @@ bool is_token(std::string_view s) {
 
 bool has_line_break_or_nul(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
-
-/// A request target as we send it: origin-form, printable ASCII without spaces.
-bool is_valid_target(std::string_view t) {
-  return !t.empty() && t.front() == '/' &&
-         std::all_of(t.begin(), t.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
-std::optional<std::uint16_t> parse_port(std::string_view text) {
-  unsigned value = 0;
-  const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc{} || ptr != end || value == 0 || value > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(value);
-}
-
-const std::string& default_port(bool tls) {
-  static const std::string https = "443";
-  static const std::string plain = "80";
-  return tls ? https : plain;
 }
 
 bool in_v4_net(std::uint32_t v, std::uint32_t net, unsigned bits) {
@@ -130,12 +100,6 @@ bool is_blocked_v6(const asio::ip::address_v6& a) {
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return true;                // fec0::/10 site-local
   if (b[0] == 0xff) return true;                                         // multicast
   return false;
-}
-
-std::string host_header(const http_target& t) {
-  std::string h = t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host;
-  if (t.port != default_port(t.tls)) h += ":" + t.port;
-  return h;
 }
 
 using request_type = http::request<http::string_body>;
@@ -631,60 +595,6 @@ bool is_metadata_address(const boost::asio::ip::address& address) {
 
 bool is_blocked_address(const boost::asio::ip::address& address) {
   return address.is_v4() ? is_blocked_v4(address.to_v4()) : is_blocked_v6(address.to_v6());
-}
-
-boost::system::result<http_target> parse_url(std::string_view url) {
-  const auto invalid = err(transport_errc::invalid_url);
-  const auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) return invalid;
-  const boost::urls::url_view& u = *parsed;
-
-  http_target t;
-  switch (u.scheme_id()) {
-    case boost::urls::scheme::http:
-      t.tls = false;
-      break;
-    case boost::urls::scheme::https:
-      t.tls = true;
-      break;
-    default:
-      return invalid;
-  }
-  if (!u.has_authority() || u.has_userinfo()) return invalid;
-
-  switch (u.host_type()) {
-    case boost::urls::host_type::ipv4:
-      t.host = u.host_ipv4_address().to_string();
-      break;
-    case boost::urls::host_type::ipv6:
-      t.host = u.host_ipv6_address().to_string();
-      break;
-    case boost::urls::host_type::name: {
-      t.host = u.host_name();
-      if (t.host.empty() || !std::all_of(t.host.begin(), t.host.end(), is_host_name_char)) return invalid;
-      std::transform(t.host.begin(), t.host.end(), t.host.begin(), to_lower);
-      break;
-    }
-    default:
-      return invalid;  // no host, or IPvFuture
-  }
-
-  if (u.has_port() && !u.port().empty()) {
-    const auto port = parse_port(u.port());
-    if (!port) return invalid;
-    t.port = std::to_string(*port);
-  } else {
-    t.port = default_port(t.tls);
-  }
-
-  t.target = u.encoded_path();
-  if (t.target.empty()) t.target = "/";
-  if (u.has_query()) {
-    t.target += '?';
-    t.target += u.encoded_query();
-  }
-  if (!is_valid_target(t.target)) return invalid;
-  return t;
 }
 
 http_client::http_client(boost::asio::any_io_executor ex, http_client_options options)
