@@ -25,7 +25,6 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
-#include <array>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -60,46 +59,6 @@ bool is_token(std::string_view s) {
 
 bool has_line_break_or_nul(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
-
-bool in_v4_net(std::uint32_t v, std::uint32_t net, unsigned bits) {
-  const std::uint32_t mask = bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-  return (v & mask) == net;
-}
-
-bool is_blocked_v4(const asio::ip::address_v4& a) {
-  const std::uint32_t v = a.to_uint();
-  return in_v4_net(v, 0x00000000, 8)      // "this network", 0.0.0.0
-         || in_v4_net(v, 0x0A000000, 8)   // 10/8 private
-         || in_v4_net(v, 0x64400000, 10)  // 100.64/10 CGNAT
-         || in_v4_net(v, 0x7F000000, 8)   // loopback
-         || in_v4_net(v, 0xA9FE0000, 16)  // link-local, incl. 169.254.169.254 metadata
-         || in_v4_net(v, 0xAC100000, 12)  // 172.16/12 private
-         || in_v4_net(v, 0xC0000000, 24)  // 192.0.0/24 IETF protocol assignments
-         || in_v4_net(v, 0xC0A80000, 16)  // 192.168/16 private
-         || in_v4_net(v, 0xC6120000, 15)  // 198.18/15 benchmarking
-         || in_v4_net(v, 0xE0000000, 4)   // multicast
-         || in_v4_net(v, 0xF0000000, 4);  // reserved and broadcast
-}
-
-asio::ip::address_v4 v4_from(const asio::ip::address_v6::bytes_type& b, std::size_t at) {
-  return asio::ip::address_v4{asio::ip::address_v4::bytes_type{b[at], b[at + 1], b[at + 2], b[at + 3]}};
-}
-
-bool is_blocked_v6(const asio::ip::address_v6& a) {
-  const auto b = a.to_bytes();
-  if (a.is_v4_mapped()) return is_blocked_v4(v4_from(b, 12));
-  // ::/96 covers ::, ::1 and the deprecated IPv4-compatible form.
-  if (std::all_of(b.begin(), b.begin() + 12, [](unsigned char x) { return x == 0; })) return true;
-  // NAT64 well-known prefix 64:ff9b::/96 reaches the embedded IPv4 address.
-  constexpr std::array<unsigned char, 12> nat64{0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (std::equal(nat64.begin(), nat64.end(), b.begin())) return is_blocked_v4(v4_from(b, 12));
-  if (b[0] == 0x20 && b[1] == 0x02) return is_blocked_v4(v4_from(b, 2));  // 6to4
-  if ((b[0] & 0xfe) == 0xfc) return true;                                // fc00::/7 unique-local
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return true;                // fe80::/10 link-local
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return true;                // fec0::/10 site-local
-  if (b[0] == 0xff) return true;                                         // multicast
-  return false;
 }
 
 using request_type = http::request<http::string_body>;
@@ -583,19 +542,6 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
 struct http_client::impl : http_detail::client_core {
   using client_core::client_core;
 };
-
-bool is_metadata_address(const boost::asio::ip::address& address) {
-  static const auto v4 = asio::ip::make_address_v4("169.254.169.254");
-  static const auto v6 = asio::ip::make_address_v6("fd00:ec2::254");
-  if (address.is_v4()) return address.to_v4() == v4;
-  auto a6 = address.to_v6();
-  if (a6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a6) == v4;
-  return a6 == v6;
-}
-
-bool is_blocked_address(const boost::asio::ip::address& address) {
-  return address.is_v4() ? is_blocked_v4(address.to_v4()) : is_blocked_v6(address.to_v6());
-}
 
 http_client::http_client(boost::asio::any_io_executor ex, http_client_options options)
     : impl_(std::make_shared<impl>(std::move(ex), std::move(options))) {}
