@@ -1,6 +1,7 @@
 #include "delivery/http_client.hpp"
 
 #include "common/log.hpp"
+#include "delivery/connection_pool.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -12,7 +13,6 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
@@ -25,11 +25,10 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
-#include <deque>
 #include <list>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
+#include <stdexcept>
 
 namespace walhook::delivery {
 
@@ -41,11 +40,42 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-using clock_type = std::chrono::steady_clock;
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 error_code err(transport_errc e) { return make_error_code(e); }
+
+/// The request as it goes on the wire.
+using request_message = boost::beast::http::request<boost::beast::http::string_body>;
+
+/// One call's time budget, read from the client's clock_source. Asio and Beast timers run on
+/// the real steady clock, so they are armed with what is left (`remaining()`, expires_after),
+/// never with the absolute `at`: an injected clock only has to be monotonic.
+struct call_deadline {
+  const clock_source* clock = nullptr;  ///< not owned; the client's options.clock
+  steady_clock::time_point start;       ///< when the call began (async_post)
+  steady_clock::time_point at;          ///< start + total_deadline
+
+  /// Time left, ≤ 0 once the deadline has passed.
+  steady_clock::duration remaining() const { return at - clock->steady_now(); }
+  bool passed() const { return clock->steady_now() >= at; }
+  /// Since `start`, µs (http_response::elapsed).
+  std::chrono::microseconds elapsed() const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(clock->steady_now() - start);
+  }
+};
+
+/// What one exchange produced.
+struct exchange_outcome {
+  boost::system::error_code ec;  ///< transport_errc (write_failed, read_failed, protocol_error, timeout, cancelled)
+  /// The failure happened before any response byte: safe to repeat on a fresh connection
+  /// when the connection came from the pool (the server closed it while idle).
+  bool nothing_received = false;
+  /// The connection may carry the next request: keep-alive, the whole response read, nothing
+  /// left in the buffer.
+  bool reusable = false;
+  http_response response;  ///< status, Retry-After, Location, elapsed; meaningful if !ec
+};
 
 /// RFC 9110 §5.6.2 token.
 bool is_token(std::string_view s) {
@@ -61,15 +91,88 @@ bool has_line_break_or_nul(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
-using request_type = http::request<http::string_body>;
+error_code classify_io_error(bool stopped, const error_code& ec, const call_deadline& deadline,
+                             transport_errc otherwise) {
+  if (stopped) return err(transport_errc::cancelled);
+  if (ec == beast::error::timeout || deadline.passed()) return err(transport_errc::timeout);
+  return err(otherwise);
+}
 
-/// Builds the request before the first suspension so the call owns everything it sends.
-boost::system::result<request_type> build_request(const http_client_options& options, const http_target& t,
-                                                  const http_request& r) {
+/// A read failure that is Beast's HTTP parser refusing the bytes (not a short read) is a
+/// protocol_error.
+error_code classify_read(bool stopped, const error_code& ec, const call_deadline& deadline) {
+  const auto mapped = classify_io_error(stopped, ec, deadline, transport_errc::read_failed);
+  if (mapped != transport_errc::read_failed) return mapped;
+  const bool http_error = ec.category() == http::make_error_code(http::error::bad_version).category();
+  if (http_error && ec != http::error::end_of_stream && ec != http::error::partial_message) {
+    return err(transport_errc::protocol_error);
+  }
+  return mapped;
+}
+
+template <class Stream>
+asio::awaitable<exchange_outcome> exchange_on(Stream& stream, connection& conn, const request_message& req,
+                                              call_deadline deadline, std::size_t body_cap, const bool& stopped) {
+  exchange_outcome out;
+  conn.tcp().expires_after(deadline.remaining());
+  const auto [write_ec, written] = co_await http::async_write(stream, req, use_tuple);
+  if (write_ec || stopped) {
+    out.ec = classify_io_error(stopped, write_ec, deadline, transport_errc::write_failed);
+    out.nothing_received = true;
+    out.response.elapsed = deadline.elapsed();
+    co_return out;
+  }
+
+  bool got_interim = false;
+  std::optional<http::response_parser<http::string_body>> parser;
+  for (;;) {
+    // A fresh parser per message: 1xx responses are complete messages of their own (RFC 9110 §15.2).
+    parser.emplace();
+    // No parser body limit: Beast would fail the *header* of a large Content-Length with
+    // body_limit. The size is judged below and a large body is never read.
+    parser->body_limit(boost::none);
+    const auto [read_ec, consumed] = co_await http::async_read_header(stream, conn.buffer, *parser, use_tuple);
+    if (read_ec || stopped) {
+      out.ec = classify_read(stopped, read_ec, deadline);
+      out.nothing_received = !got_interim && !parser->got_some() && conn.buffer.size() == 0;
+      co_return out;
+    }
+    const unsigned status = parser->get().result_int();
+    if (status >= 100 && status < 200 && status != 101) {
+      got_interim = true;
+      continue;
+    }
+    break;
+  }
+
+  const auto& res = parser->get();
+  out.response.status = res.result_int();
+  out.response.elapsed = deadline.elapsed();
+  if (const auto it = res.find(http::field::retry_after); it != res.end()) out.response.retry_after = it->value();
+  if (out.response.status / 100 == 3) {
+    if (const auto it = res.find(http::field::location); it != res.end()) out.response.location = it->value();
+  }
+  // 101 would switch protocols: whatever follows is not HTTP/1.1 any more.
+  const bool keep_alive = res.keep_alive() && out.response.status != 101;
+  if (parser->is_done()) {
+    out.reusable = keep_alive;
+  } else if (!parser->chunked() && parser->content_length() && *parser->content_length() <= body_cap) {
+    // Read (and discard) a small body so the connection can carry the next request. A failure
+    // here only costs the connection: the status already decided the attempt.
+    const auto [body_ec, body_bytes] = co_await http::async_read(stream, conn.buffer, *parser, use_tuple);
+    out.reusable = !body_ec && keep_alive && !stopped;
+  }
+  // Chunked, larger than body_cap, or delimited by EOF: judged by the status line, never read.
+  if (conn.buffer.size() != 0) out.reusable = false;  // bytes nobody asked for
+  co_return out;
+}
+
+boost::system::result<request_message> build_request(std::string_view user_agent, const http_target& t,
+                                                     const http_request& r) {
   if (t.host.empty() || !parse_port(t.port) || !is_valid_target(t.target)) return err(transport_errc::invalid_url);
-  request_type req{http::verb::post, t.target, 11};
+  request_message req{http::verb::post, t.target, 11};
   req.set(http::field::host, host_header(t));
-  req.set(http::field::user_agent, options.user_agent);
+  req.set(http::field::user_agent, user_agent);
   req.set(http::field::content_type, "application/json");
   for (const auto& [name, value] : r.headers) {
     if (!is_token(name) || has_line_break_or_nul(value)) {
@@ -97,13 +200,17 @@ boost::system::result<request_type> build_request(const http_client_options& opt
   return req;
 }
 
-/// Where a pooled connection leads; a connection is only reused for the same origin.
-struct origin_key {
-  bool tls = false;
-  std::string host;
-  std::string port;
-  bool operator==(const origin_key&) const = default;
-};
+asio::awaitable<exchange_outcome> exchange(connection& conn, const request_message& req, call_deadline deadline,
+                                           std::size_t body_cap, const bool& stopped) {
+  if (conn.secure) co_return co_await exchange_on(*conn.secure, conn, req, deadline, body_cap, stopped);
+  co_return co_await exchange_on(*conn.plain, conn, req, deadline, body_cap, stopped);
+}
+
+const clock_source& checked_clock(const clock_source* clock) {
+  // Fatal setup (a programming error), like unparsable extra_ca_pem.
+  if (clock == nullptr) throw std::invalid_argument("http_client_options::clock must not be null");
+  return *clock;
+}
 
 }  // namespace
 
@@ -111,45 +218,16 @@ struct origin_key {
 /// base of http_client::impl, which has external linkage).
 namespace http_detail {
 
-/// One keep-alive connection: plain or TLS (a fresh ssl_stream per TCP connection).
-struct connection {
-  origin_key origin;
-  std::optional<beast::tcp_stream> plain;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
-  beast::flat_buffer buffer;
-  clock_type::time_point idle_since{};
-
-  beast::tcp_stream& tcp() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
-
-  /// Abandons the connection: no TLS close_notify, unread input makes the kernel send RST.
-  void close() { tcp().close(); }
-
-  /// False if the server already closed an idle connection (or sent bytes nobody asked for on
-  /// plain HTTP, which would corrupt the next response). Never blocks.
-  bool looks_alive() {
-    auto& sock = tcp().socket();
-    if (!sock.is_open()) return false;
-    error_code ec;
-    sock.non_blocking(true, ec);
-    if (ec) return false;
-    char byte = 0;
-    const std::size_t n = sock.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
-    error_code ignored;
-    sock.non_blocking(false, ignored);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) return true;
-    if (ec) return false;  // eof, reset
-    // TLS may legitimately carry post-handshake records (session tickets) while idle.
-    return n > 0 && secure.has_value();
-  }
-};
-
 struct call_context;
 
 /// The client's state. Lives as long as the http_client or any in-flight call (coroutines hold
 /// a shared_ptr). Touched only on the client's executor.
 struct client_core {
   client_core(asio::any_io_executor ex, http_client_options o)
-      : executor(std::move(ex)), options(std::move(o)), tls(ssl::context::tls_client) {
+      : executor(std::move(ex)),
+        options(std::move(o)),
+        tls(ssl::context::tls_client),
+        pool(checked_clock(options.clock), options.max_idle_per_pool, options.idle_timeout) {
     error_code ec;
     tls.set_default_verify_paths(ec);
     if (ec) log::warn("http.tls_default_verify_paths_failed", {{"error", ec.message()}});
@@ -177,56 +255,19 @@ struct client_core {
     std::lock_guard lock(alive->mutex);
     alive->value = false;
   }
-  std::unordered_map<std::string, std::deque<std::unique_ptr<connection>>> idle;
+  connection_pool pool;
   std::list<call_context*> active;
-
-  /// The most recently used idle connection of `pool_key` that is still usable for `origin`.
-  std::unique_ptr<connection> take_idle(const std::string& pool_key, const origin_key& origin) {
-    const auto it = idle.find(pool_key);
-    if (it == idle.end()) return nullptr;
-    auto& queue = it->second;
-    const auto now = clock_type::now();
-    // Oldest at the front: prune the expired ones, then take the freshest (least likely stale).
-    while (!queue.empty() && now - queue.front()->idle_since >= options.idle_timeout) {
-      queue.front()->close();
-      queue.pop_front();
-    }
-    std::unique_ptr<connection> found;
-    while (!queue.empty() && !found) {
-      auto c = std::move(queue.back());
-      queue.pop_back();
-      if (c->origin == origin && c->looks_alive()) {
-        found = std::move(c);
-      } else {
-        c->close();
-      }
-    }
-    if (queue.empty()) idle.erase(it);
-    return found;
-  }
 
   /// Pools the connection after a call, or closes it.
   void release(const std::string& pool_key, std::unique_ptr<connection> c, bool reusable) {
-    if (!reusable || stopped || options.max_idle_per_pool == 0 || options.idle_timeout.count() <= 0) {
+    if (!reusable || stopped) {
       c->close();
       return;
     }
-    c->tcp().expires_never();
-    c->idle_since = clock_type::now();
-    auto& queue = idle[pool_key];
-    queue.push_back(std::move(c));
-    while (queue.size() > options.max_idle_per_pool) {
-      queue.front()->close();
-      queue.pop_front();
-    }
+    pool.release(pool_key, std::move(c));
   }
 
-  void forget(const std::string& pool_key) {
-    const auto it = idle.find(pool_key);
-    if (it == idle.end()) return;
-    for (auto& c : it->second) c->close();
-    idle.erase(it);
-  }
+  void forget(const std::string& pool_key) { pool.forget(pool_key); }
 
   void shutdown();
 };
@@ -255,31 +296,10 @@ struct call_context {
 void client_core::shutdown() {
   stopped = true;
   for (auto* call : active) call->cancel();
-  for (auto& [key, queue] : idle) {
-    for (auto& c : queue) c->close();
-  }
-  idle.clear();
+  pool.close_all();
 }
 
 namespace {
-
-/// Maps an I/O failure; being shut down or past the deadline wins over the raw error.
-error_code classify(const client_core& core, const error_code& ec, clock_type::time_point deadline,
-                    transport_errc otherwise) {
-  if (core.stopped) return err(transport_errc::cancelled);
-  if (ec == beast::error::timeout || clock_type::now() >= deadline) return err(transport_errc::timeout);
-  return err(otherwise);
-}
-
-error_code classify_read(const client_core& core, const error_code& ec, clock_type::time_point deadline) {
-  const auto mapped = classify(core, ec, deadline, transport_errc::read_failed);
-  if (mapped != transport_errc::read_failed) return mapped;
-  const bool http_error = ec.category() == http::make_error_code(http::error::bad_version).category();
-  if (http_error && ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    return err(transport_errc::protocol_error);
-  }
-  return mapped;
-}
 
 void log_failure(std::string_view what, const http_target& target, const error_code& mapped, const error_code& raw) {
   log::debug(what, {{"host", target.host}, {"port", target.port}, {"error", mapped.message()},
@@ -299,7 +319,7 @@ asio::thread_pool& lookup_pool() {
 /// timer that the lookup wakes; a lookup still running at the deadline is abandoned.
 asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(client_core& core, call_context& call,
                                                                            const http_target& target,
-                                                                           clock_type::time_point deadline) {
+                                                                           const call_deadline& deadline) {
   struct lookup {
     explicit lookup(const asio::any_io_executor& ex) : wake(ex) {}
     asio::steady_timer wake;  // touched on the client's executor only
@@ -308,7 +328,7 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
     std::vector<tcp::endpoint> endpoints;
   };
   auto state = std::make_shared<lookup>(core.executor);
-  state->wake.expires_at(deadline);
+  state->wake.expires_after(deadline.remaining());
   asio::post(lookup_pool(), [weak = std::weak_ptr<lookup>(state), alive = core.alive, executor = core.executor,
                              host = target.host, port = target.port] {
     tcp::resolver::results_type results;
@@ -353,7 +373,7 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
 asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connection(client_core& core,
                                                                                     call_context& call,
                                                                                     const http_target& target,
-                                                                                    clock_type::time_point deadline) {
+                                                                                    const call_deadline& deadline) {
   const auto port = parse_port(target.port);
   if (!port) co_return err(transport_errc::invalid_url);
 
@@ -394,10 +414,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   }
   call.conn = conn.get();
   auto& tcp_stream = conn->tcp();
-  tcp_stream.expires_at(deadline);
+  tcp_stream.expires_after(deadline.remaining());
   const auto [connect_ec, peer] = co_await tcp_stream.async_connect(endpoints, use_tuple);
   if (connect_ec || core.stopped) {
-    const auto mapped = classify(core, connect_ec, deadline, transport_errc::connect_failed);
+    const auto mapped = classify_io_error(core.stopped, connect_ec, deadline, transport_errc::connect_failed);
     log_failure("http.connect_error", target, mapped, connect_ec);
     co_return mapped;
   }
@@ -415,7 +435,7 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
     stream.set_verify_callback(ssl::host_name_verification(target.host));
     const auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, use_tuple);
     if (handshake_ec || core.stopped) {
-      const auto mapped = classify(core, handshake_ec, deadline, transport_errc::tls_failed);
+      const auto mapped = classify_io_error(core.stopped, handshake_ec, deadline, transport_errc::tls_failed);
       log_failure("http.tls_handshake_error", target, mapped, handshake_ec);
       co_return mapped;
     }
@@ -423,92 +443,17 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   co_return std::move(conn);
 }
 
-struct exchange_outcome {
-  error_code ec;
-  /// The failure happened before any response byte: safe to repeat on a fresh connection
-  /// when the connection came from the pool (the server closed it while idle).
-  bool nothing_received = false;
-  bool reusable = false;
-  http_response response;
-};
-
-/// Writes the request and reads the response header (skipping 1xx), then the body if it is
-/// small and delimited by Content-Length.
-template <class Stream>
-asio::awaitable<exchange_outcome> exchange_on(client_core& core, Stream& stream, connection& conn,
-                                              const request_type& req, clock_type::time_point start,
-                                              clock_type::time_point deadline) {
-  exchange_outcome out;
-  conn.tcp().expires_at(deadline);
-  const auto [write_ec, written] = co_await http::async_write(stream, req, use_tuple);
-  if (write_ec || core.stopped) {
-    out.ec = classify(core, write_ec, deadline, transport_errc::write_failed);
-    out.nothing_received = true;
-    out.response.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start);
-    co_return out;
-  }
-
-  bool got_interim = false;
-  std::optional<http::response_parser<http::string_body>> parser;
-  for (;;) {
-    // A fresh parser per message: 1xx responses are complete messages of their own (RFC 9110 §15.2).
-    parser.emplace();
-    // No parser body limit: Beast would fail the *header* of a large Content-Length with
-    // body_limit. The size is judged below and a large body is never read.
-    parser->body_limit(boost::none);
-    const auto [read_ec, consumed] = co_await http::async_read_header(stream, conn.buffer, *parser, use_tuple);
-    if (read_ec || core.stopped) {
-      out.ec = classify_read(core, read_ec, deadline);
-      out.nothing_received = !got_interim && !parser->got_some() && conn.buffer.size() == 0;
-      co_return out;
-    }
-    const unsigned status = parser->get().result_int();
-    if (status >= 100 && status < 200 && status != 101) {
-      got_interim = true;
-      continue;
-    }
-    break;
-  }
-
-  const auto& res = parser->get();
-  out.response.status = res.result_int();
-  out.response.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start);
-  if (const auto it = res.find(http::field::retry_after); it != res.end()) out.response.retry_after = it->value();
-  if (out.response.status / 100 == 3) {
-    if (const auto it = res.find(http::field::location); it != res.end()) out.response.location = it->value();
-  }
-  // 101 would switch protocols: whatever follows is not HTTP/1.1 any more.
-  const bool keep_alive = res.keep_alive() && out.response.status != 101;
-  if (parser->is_done()) {
-    out.reusable = keep_alive;
-  } else if (!parser->chunked() && parser->content_length() && *parser->content_length() <= core.options.body_cap) {
-    // Read (and discard) a small body so the connection can carry the next request. A failure
-    // here only costs the connection: the status already decided the attempt.
-    const auto [body_ec, body_bytes] = co_await http::async_read(stream, conn.buffer, *parser, use_tuple);
-    out.reusable = !body_ec && keep_alive && !core.stopped;
-  }
-  // Chunked, larger than body_cap, or delimited by EOF: judged by the status line, never read.
-  if (conn.buffer.size() != 0) out.reusable = false;  // bytes nobody asked for
-  co_return out;
-}
-
-asio::awaitable<exchange_outcome> exchange(client_core& core, connection& conn, const request_type& req,
-                                           clock_type::time_point start, clock_type::time_point deadline) {
-  if (conn.secure) co_return co_await exchange_on(core, *conn.secure, conn, req, start, deadline);
-  co_return co_await exchange_on(core, *conn.plain, conn, req, start, deadline);
-}
-
 asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<client_core> core,
                                                                std::string pool_key, http_target target,
-                                                               request_type req, clock_type::time_point start) {
-  const auto deadline = start + core->options.total_deadline;
+                                                               request_message req, steady_clock::time_point start) {
+  const call_deadline deadline{core->options.clock, start, start + core->options.total_deadline};
   if (core->stopped) co_return err(transport_errc::cancelled);
   call_context call{*core};
   const origin_key origin{target.tls, target.host, target.port};
 
-  if (auto pooled = core->take_idle(pool_key, origin)) {
+  if (auto pooled = core->pool.take_idle(pool_key, origin)) {
     call.conn = pooled.get();
-    auto outcome = co_await exchange(*core, *pooled, req, start, deadline);
+    auto outcome = co_await exchange(*pooled, req, deadline, core->options.body_cap, core->stopped);
     call.conn = nullptr;
     if (!outcome.ec) {
       outcome.response.reused_connection = true;
@@ -517,7 +462,7 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
     }
     pooled->close();
     const bool retry = outcome.nothing_received && outcome.ec != transport_errc::timeout &&
-                       outcome.ec != transport_errc::cancelled && clock_type::now() < deadline;
+                       outcome.ec != transport_errc::cancelled && !deadline.passed();
     if (!retry) co_return outcome.ec;
     log::debug("http.stale_connection_retried", {{"host", target.host}, {"error", outcome.ec.message()}});
   }
@@ -526,7 +471,7 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
   if (!opened) co_return opened.error();
   auto conn = std::move(*opened);
   call.conn = conn.get();
-  auto outcome = co_await exchange(*core, *conn, req, start, deadline);
+  auto outcome = co_await exchange(*conn, req, deadline, core->options.body_cap, core->stopped);
   call.conn = nullptr;
   if (outcome.ec) {
     conn->close();
@@ -553,10 +498,10 @@ http_client::~http_client() {
 boost::asio::awaitable<boost::system::result<http_response>> http_client::async_post(const std::string& pool_key,
                                                                                      const http_target& target,
                                                                                      const http_request& request) {
-  const auto start = clock_type::now();
+  const auto start = impl_->options.clock->steady_now();
   // Everything the call needs is copied before the first suspension; `this` is not used after it.
   std::shared_ptr<http_detail::client_core> core = impl_;
-  auto req = build_request(core->options, target, request);
+  auto req = build_request(core->options.user_agent, target, request);
   if (!req) co_return req.error();
   co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), start);
 }

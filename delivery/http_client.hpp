@@ -15,6 +15,7 @@
 //
 // Thread affinity: one client per executor; async_post may run concurrently for many requests.
 
+#include "common/time.hpp"
 #include "delivery/ssrf.hpp"
 #include "delivery/transport.hpp"
 #include "delivery/url.hpp"
@@ -34,6 +35,7 @@
 
 namespace walhook::delivery {
 
+/// How an http_client behaves; fixed at construction.
 struct http_client_options {
   /// Whole call, ms: resolve, connect, TLS handshake, write, response header (DESIGN §6).
   std::chrono::milliseconds total_deadline{5000};
@@ -46,8 +48,16 @@ struct http_client_options {
   /// paths: private CAs of intranet endpoints, and tests. "" = default paths only. Unparsable
   /// PEM is fatal setup: the http_client constructor throws boost::system::system_error.
   std::string extra_ca_pem;
+  /// Where the client reads the monotonic time: the start of each call (total_deadline,
+  /// http_response::elapsed) and the age of idle pooled connections (idle_timeout). Not owned;
+  /// must outlive the client; must not be null (the constructor throws std::invalid_argument).
+  /// Socket and DNS timers still run on the real steady clock: they are armed with the time
+  /// left by this clock, so a test clock need not be anchored to std::chrono::steady_clock.
+  const clock_source* clock = &real_clock::instance();
 };
 
+/// The real transport: HTTP/1.1 over TCP or TLS with per-pool-key keep-alive (see the header
+/// comment and delivery/README.md for every rule).
 class http_client final : public transport {
  public:
   http_client(boost::asio::any_io_executor ex, http_client_options options);

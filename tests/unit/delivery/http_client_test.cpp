@@ -4,6 +4,7 @@
 
 #include "delivery/http_client.hpp"
 #include "delivery/signing.hpp"
+#include "tests/support/manual_clock.hpp"
 #include "tests/support/scripted_http_server.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -465,6 +466,55 @@ TEST_CASE("http_client: idle connections at or past idle_timeout are not reused"
     CHECK_FALSE(r->reused_connection);
   });
   CHECK(f.server.accepted_connections() == 2);
+}
+
+TEST_CASE("http_client: idle_timeout and elapsed are measured by the injected clock") {
+  walhook::test::manual_clock clock;
+  auto options = test_options();
+  options.idle_timeout = 30s;
+  options.clock = &clock;
+  fixture f{options};
+  f.run([&]() -> asio::awaitable<void> {
+    const auto first = co_await f.post();
+    REQUIRE(first.has_value());
+    CHECK(first->elapsed == 0us);  // the injected clock did not move during the call
+    clock.advance(29s);
+    const auto young = co_await f.post();
+    REQUIRE(young.has_value());
+    CHECK(young->reused_connection);
+    clock.advance(30s);  // idle exactly idle_timeout since the second call
+    const auto old = co_await f.post();
+    REQUIRE(old.has_value());
+    CHECK_FALSE(old->reused_connection);
+  });
+  CHECK(f.server.accepted_connections() == 2);
+}
+
+TEST_CASE("http_client: with an injected clock, socket timers are armed with the time left") {
+  // The manual clock reads years past steady_clock::now(). Arming Asio's timers with the
+  // absolute deadline would make them fire years from now (the guard would catch the hang);
+  // armed with what is left, the call times out after total_deadline of real time.
+  walhook::test::manual_clock clock;
+  clock.advance(24h * 365 * 100);
+  auto options = test_options();
+  options.total_deadline = 250ms;
+  options.clock = &clock;
+  fixture f{options};
+  f.server.push(scripted_action::never_answer());
+  f.run(
+      [&]() -> asio::awaitable<void> {
+        const auto r = co_await f.post();
+        REQUIRE(r.has_error());
+        CHECK(r.error() == transport_errc::timeout);
+      },
+      10s);
+}
+
+TEST_CASE("http_client: a null clock is fatal setup") {
+  asio::io_context ioc;
+  auto options = test_options();
+  options.clock = nullptr;
+  CHECK_THROWS_AS(http_client(ioc.get_executor(), options), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
