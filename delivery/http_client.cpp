@@ -1,6 +1,14 @@
+// The client core: DNS on the lookup pool, the SSRF guard applied to what it returns, connect
+// and TLS, and run_post (pooled connection first, one retry on a fresh connection if the pooled
+// one was stale), shutdown and forget. The pieces it drives live beside it: url.cpp (targets),
+// ssrf.cpp (the guard's table), connection_pool.cpp (keep-alive), exchange.cpp (the request and
+// the response), transport.cpp (error messages).
+
 #include "delivery/http_client.hpp"
 
 #include "common/log.hpp"
+#include "delivery/connection_pool.hpp"
+#include "delivery/exchange.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -11,208 +19,33 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/error.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
-#include <boost/url/parse.hpp>
-#include <boost/url/url_view.hpp>
 
 #include <openssl/ssl.h>
 
-#include <algorithm>
-#include <array>
-#include <charconv>
-#include <deque>
 #include <list>
 #include <mutex>
-#include <optional>
-#include <unordered_map>
+#include <stdexcept>
 
 namespace walhook::delivery {
 
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-using clock_type = std::chrono::steady_clock;
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-class transport_category_impl final : public boost::system::error_category {
- public:
-  const char* name() const noexcept override { return "walhook.transport"; }
-  std::string message(int ev) const override {
-    switch (static_cast<transport_errc>(ev)) {
-      case transport_errc::invalid_url:
-        return "invalid endpoint URL (need an absolute http or https URL with a host)";
-      case transport_errc::resolve_failed:
-        return "DNS resolution of the endpoint host failed";
-      case transport_errc::address_blocked:
-        return "every resolved address is private, loopback, link-local or reserved (SSRF guard)";
-      case transport_errc::connect_failed:
-        return "no resolved address accepted a TCP connection";
-      case transport_errc::tls_failed:
-        return "TLS handshake or certificate verification failed";
-      case transport_errc::write_failed:
-        return "connection broke while sending the request";
-      case transport_errc::read_failed:
-        return "connection broke before a complete response header";
-      case transport_errc::protocol_error:
-        return "response is not valid HTTP/1.x";
-      case transport_errc::timeout:
-        return "deadline passed before the response header arrived";
-      case transport_errc::cancelled:
-        return "HTTP client shut down";
-      case transport_errc::resolve_timeout:
-        return "DNS lookup of the endpoint host did not finish before the deadline";
-    }
-    return "unknown transport error";
-  }
-};
-
 error_code err(transport_errc e) { return make_error_code(e); }
 
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool is_host_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_';
+const clock_source& checked_clock(const clock_source* clock) {
+  // Fatal setup (a programming error), like unparsable extra_ca_pem.
+  if (clock == nullptr) throw std::invalid_argument("http_client_options::clock must not be null");
+  return *clock;
 }
-
-/// RFC 9110 §5.6.2 token.
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
-  return std::all_of(s.begin(), s.end(), [&](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           extra.find(c) != std::string_view::npos;
-  });
-}
-
-bool has_line_break_or_nul(std::string_view s) {
-  return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
-
-/// A request target as we send it: origin-form, printable ASCII without spaces.
-bool is_valid_target(std::string_view t) {
-  return !t.empty() && t.front() == '/' &&
-         std::all_of(t.begin(), t.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
-std::optional<std::uint16_t> parse_port(std::string_view text) {
-  unsigned value = 0;
-  const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc{} || ptr != end || value == 0 || value > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(value);
-}
-
-const std::string& default_port(bool tls) {
-  static const std::string https = "443";
-  static const std::string plain = "80";
-  return tls ? https : plain;
-}
-
-bool in_v4_net(std::uint32_t v, std::uint32_t net, unsigned bits) {
-  const std::uint32_t mask = bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-  return (v & mask) == net;
-}
-
-bool is_blocked_v4(const asio::ip::address_v4& a) {
-  const std::uint32_t v = a.to_uint();
-  return in_v4_net(v, 0x00000000, 8)      // "this network", 0.0.0.0
-         || in_v4_net(v, 0x0A000000, 8)   // 10/8 private
-         || in_v4_net(v, 0x64400000, 10)  // 100.64/10 CGNAT
-         || in_v4_net(v, 0x7F000000, 8)   // loopback
-         || in_v4_net(v, 0xA9FE0000, 16)  // link-local, incl. 169.254.169.254 metadata
-         || in_v4_net(v, 0xAC100000, 12)  // 172.16/12 private
-         || in_v4_net(v, 0xC0000000, 24)  // 192.0.0/24 IETF protocol assignments
-         || in_v4_net(v, 0xC0A80000, 16)  // 192.168/16 private
-         || in_v4_net(v, 0xC6120000, 15)  // 198.18/15 benchmarking
-         || in_v4_net(v, 0xE0000000, 4)   // multicast
-         || in_v4_net(v, 0xF0000000, 4);  // reserved and broadcast
-}
-
-asio::ip::address_v4 v4_from(const asio::ip::address_v6::bytes_type& b, std::size_t at) {
-  return asio::ip::address_v4{asio::ip::address_v4::bytes_type{b[at], b[at + 1], b[at + 2], b[at + 3]}};
-}
-
-bool is_blocked_v6(const asio::ip::address_v6& a) {
-  const auto b = a.to_bytes();
-  if (a.is_v4_mapped()) return is_blocked_v4(v4_from(b, 12));
-  // ::/96 covers ::, ::1 and the deprecated IPv4-compatible form.
-  if (std::all_of(b.begin(), b.begin() + 12, [](unsigned char x) { return x == 0; })) return true;
-  // NAT64 well-known prefix 64:ff9b::/96 reaches the embedded IPv4 address.
-  constexpr std::array<unsigned char, 12> nat64{0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (std::equal(nat64.begin(), nat64.end(), b.begin())) return is_blocked_v4(v4_from(b, 12));
-  if (b[0] == 0x20 && b[1] == 0x02) return is_blocked_v4(v4_from(b, 2));  // 6to4
-  if ((b[0] & 0xfe) == 0xfc) return true;                                // fc00::/7 unique-local
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return true;                // fe80::/10 link-local
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return true;                // fec0::/10 site-local
-  if (b[0] == 0xff) return true;                                         // multicast
-  return false;
-}
-
-std::string host_header(const http_target& t) {
-  std::string h = t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host;
-  if (t.port != default_port(t.tls)) h += ":" + t.port;
-  return h;
-}
-
-using request_type = http::request<http::string_body>;
-
-/// Builds the request before the first suspension so the call owns everything it sends.
-boost::system::result<request_type> build_request(const http_client_options& options, const http_target& t,
-                                                  const http_request& r) {
-  if (t.host.empty() || !parse_port(t.port) || !is_valid_target(t.target)) return err(transport_errc::invalid_url);
-  request_type req{http::verb::post, t.target, 11};
-  req.set(http::field::host, host_header(t));
-  req.set(http::field::user_agent, options.user_agent);
-  req.set(http::field::content_type, "application/json");
-  for (const auto& [name, value] : r.headers) {
-    if (!is_token(name) || has_line_break_or_nul(value)) {
-      return error_code{std::make_error_code(std::errc::invalid_argument)};
-    }
-    switch (http::string_to_field(name)) {
-      case http::field::host:
-      case http::field::content_length:
-      case http::field::transfer_encoding:
-      case http::field::connection:
-      case http::field::te:
-      case http::field::upgrade:
-      case http::field::expect:
-        break;  // framing and connection management belong to the transport
-      case http::field::user_agent:
-      case http::field::content_type:
-        req.set(name, value);
-        break;
-      default:
-        req.insert(name, value);
-    }
-  }
-  req.body() = r.body;
-  req.prepare_payload();
-  return req;
-}
-
-/// Where a pooled connection leads; a connection is only reused for the same origin.
-struct origin_key {
-  bool tls = false;
-  std::string host;
-  std::string port;
-  bool operator==(const origin_key&) const = default;
-};
 
 }  // namespace
 
@@ -220,45 +53,16 @@ struct origin_key {
 /// base of http_client::impl, which has external linkage).
 namespace http_detail {
 
-/// One keep-alive connection: plain or TLS (a fresh ssl_stream per TCP connection).
-struct connection {
-  origin_key origin;
-  std::optional<beast::tcp_stream> plain;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
-  beast::flat_buffer buffer;
-  clock_type::time_point idle_since{};
-
-  beast::tcp_stream& tcp() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
-
-  /// Abandons the connection: no TLS close_notify, unread input makes the kernel send RST.
-  void close() { tcp().close(); }
-
-  /// False if the server already closed an idle connection (or sent bytes nobody asked for on
-  /// plain HTTP, which would corrupt the next response). Never blocks.
-  bool looks_alive() {
-    auto& sock = tcp().socket();
-    if (!sock.is_open()) return false;
-    error_code ec;
-    sock.non_blocking(true, ec);
-    if (ec) return false;
-    char byte = 0;
-    const std::size_t n = sock.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
-    error_code ignored;
-    sock.non_blocking(false, ignored);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) return true;
-    if (ec) return false;  // eof, reset
-    // TLS may legitimately carry post-handshake records (session tickets) while idle.
-    return n > 0 && secure.has_value();
-  }
-};
-
 struct call_context;
 
 /// The client's state. Lives as long as the http_client or any in-flight call (coroutines hold
 /// a shared_ptr). Touched only on the client's executor.
 struct client_core {
   client_core(asio::any_io_executor ex, http_client_options o)
-      : executor(std::move(ex)), options(std::move(o)), tls(ssl::context::tls_client) {
+      : executor(std::move(ex)),
+        options(std::move(o)),
+        tls(ssl::context::tls_client),
+        pool(checked_clock(options.clock), options.max_idle_per_pool, options.idle_timeout) {
     error_code ec;
     tls.set_default_verify_paths(ec);
     if (ec) log::warn("http.tls_default_verify_paths_failed", {{"error", ec.message()}});
@@ -286,56 +90,19 @@ struct client_core {
     std::lock_guard lock(alive->mutex);
     alive->value = false;
   }
-  std::unordered_map<std::string, std::deque<std::unique_ptr<connection>>> idle;
+  connection_pool pool;
   std::list<call_context*> active;
-
-  /// The most recently used idle connection of `pool_key` that is still usable for `origin`.
-  std::unique_ptr<connection> take_idle(const std::string& pool_key, const origin_key& origin) {
-    const auto it = idle.find(pool_key);
-    if (it == idle.end()) return nullptr;
-    auto& queue = it->second;
-    const auto now = clock_type::now();
-    // Oldest at the front: prune the expired ones, then take the freshest (least likely stale).
-    while (!queue.empty() && now - queue.front()->idle_since >= options.idle_timeout) {
-      queue.front()->close();
-      queue.pop_front();
-    }
-    std::unique_ptr<connection> found;
-    while (!queue.empty() && !found) {
-      auto c = std::move(queue.back());
-      queue.pop_back();
-      if (c->origin == origin && c->looks_alive()) {
-        found = std::move(c);
-      } else {
-        c->close();
-      }
-    }
-    if (queue.empty()) idle.erase(it);
-    return found;
-  }
 
   /// Pools the connection after a call, or closes it.
   void release(const std::string& pool_key, std::unique_ptr<connection> c, bool reusable) {
-    if (!reusable || stopped || options.max_idle_per_pool == 0 || options.idle_timeout.count() <= 0) {
+    if (!reusable || stopped) {
       c->close();
       return;
     }
-    c->tcp().expires_never();
-    c->idle_since = clock_type::now();
-    auto& queue = idle[pool_key];
-    queue.push_back(std::move(c));
-    while (queue.size() > options.max_idle_per_pool) {
-      queue.front()->close();
-      queue.pop_front();
-    }
+    pool.release(pool_key, std::move(c));
   }
 
-  void forget(const std::string& pool_key) {
-    const auto it = idle.find(pool_key);
-    if (it == idle.end()) return;
-    for (auto& c : it->second) c->close();
-    idle.erase(it);
-  }
+  void forget(const std::string& pool_key) { pool.forget(pool_key); }
 
   void shutdown();
 };
@@ -364,31 +131,10 @@ struct call_context {
 void client_core::shutdown() {
   stopped = true;
   for (auto* call : active) call->cancel();
-  for (auto& [key, queue] : idle) {
-    for (auto& c : queue) c->close();
-  }
-  idle.clear();
+  pool.close_all();
 }
 
 namespace {
-
-/// Maps an I/O failure; being shut down or past the deadline wins over the raw error.
-error_code classify(const client_core& core, const error_code& ec, clock_type::time_point deadline,
-                    transport_errc otherwise) {
-  if (core.stopped) return err(transport_errc::cancelled);
-  if (ec == beast::error::timeout || clock_type::now() >= deadline) return err(transport_errc::timeout);
-  return err(otherwise);
-}
-
-error_code classify_read(const client_core& core, const error_code& ec, clock_type::time_point deadline) {
-  const auto mapped = classify(core, ec, deadline, transport_errc::read_failed);
-  if (mapped != transport_errc::read_failed) return mapped;
-  const bool http_error = ec.category() == http::make_error_code(http::error::bad_version).category();
-  if (http_error && ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    return err(transport_errc::protocol_error);
-  }
-  return mapped;
-}
 
 void log_failure(std::string_view what, const http_target& target, const error_code& mapped, const error_code& raw) {
   log::debug(what, {{"host", target.host}, {"port", target.port}, {"error", mapped.message()},
@@ -408,7 +154,7 @@ asio::thread_pool& lookup_pool() {
 /// timer that the lookup wakes; a lookup still running at the deadline is abandoned.
 asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(client_core& core, call_context& call,
                                                                            const http_target& target,
-                                                                           clock_type::time_point deadline) {
+                                                                           const call_deadline& deadline) {
   struct lookup {
     explicit lookup(const asio::any_io_executor& ex) : wake(ex) {}
     asio::steady_timer wake;  // touched on the client's executor only
@@ -417,7 +163,7 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
     std::vector<tcp::endpoint> endpoints;
   };
   auto state = std::make_shared<lookup>(core.executor);
-  state->wake.expires_at(deadline);
+  state->wake.expires_after(deadline.remaining());
   asio::post(lookup_pool(), [weak = std::weak_ptr<lookup>(state), alive = core.alive, executor = core.executor,
                              host = target.host, port = target.port] {
     tcp::resolver::results_type results;
@@ -462,7 +208,7 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
 asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connection(client_core& core,
                                                                                     call_context& call,
                                                                                     const http_target& target,
-                                                                                    clock_type::time_point deadline) {
+                                                                                    const call_deadline& deadline) {
   const auto port = parse_port(target.port);
   if (!port) co_return err(transport_errc::invalid_url);
 
@@ -503,10 +249,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   }
   call.conn = conn.get();
   auto& tcp_stream = conn->tcp();
-  tcp_stream.expires_at(deadline);
+  tcp_stream.expires_after(deadline.remaining());
   const auto [connect_ec, peer] = co_await tcp_stream.async_connect(endpoints, use_tuple);
   if (connect_ec || core.stopped) {
-    const auto mapped = classify(core, connect_ec, deadline, transport_errc::connect_failed);
+    const auto mapped = classify_io_error(core.stopped, connect_ec, deadline, transport_errc::connect_failed);
     log_failure("http.connect_error", target, mapped, connect_ec);
     co_return mapped;
   }
@@ -524,7 +270,7 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
     stream.set_verify_callback(ssl::host_name_verification(target.host));
     const auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, use_tuple);
     if (handshake_ec || core.stopped) {
-      const auto mapped = classify(core, handshake_ec, deadline, transport_errc::tls_failed);
+      const auto mapped = classify_io_error(core.stopped, handshake_ec, deadline, transport_errc::tls_failed);
       log_failure("http.tls_handshake_error", target, mapped, handshake_ec);
       co_return mapped;
     }
@@ -532,92 +278,17 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   co_return std::move(conn);
 }
 
-struct exchange_outcome {
-  error_code ec;
-  /// The failure happened before any response byte: safe to repeat on a fresh connection
-  /// when the connection came from the pool (the server closed it while idle).
-  bool nothing_received = false;
-  bool reusable = false;
-  http_response response;
-};
-
-/// Writes the request and reads the response header (skipping 1xx), then the body if it is
-/// small and delimited by Content-Length.
-template <class Stream>
-asio::awaitable<exchange_outcome> exchange_on(client_core& core, Stream& stream, connection& conn,
-                                              const request_type& req, clock_type::time_point start,
-                                              clock_type::time_point deadline) {
-  exchange_outcome out;
-  conn.tcp().expires_at(deadline);
-  const auto [write_ec, written] = co_await http::async_write(stream, req, use_tuple);
-  if (write_ec || core.stopped) {
-    out.ec = classify(core, write_ec, deadline, transport_errc::write_failed);
-    out.nothing_received = true;
-    out.response.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start);
-    co_return out;
-  }
-
-  bool got_interim = false;
-  std::optional<http::response_parser<http::string_body>> parser;
-  for (;;) {
-    // A fresh parser per message: 1xx responses are complete messages of their own (RFC 9110 §15.2).
-    parser.emplace();
-    // No parser body limit: Beast would fail the *header* of a large Content-Length with
-    // body_limit. The size is judged below and a large body is never read.
-    parser->body_limit(boost::none);
-    const auto [read_ec, consumed] = co_await http::async_read_header(stream, conn.buffer, *parser, use_tuple);
-    if (read_ec || core.stopped) {
-      out.ec = classify_read(core, read_ec, deadline);
-      out.nothing_received = !got_interim && !parser->got_some() && conn.buffer.size() == 0;
-      co_return out;
-    }
-    const unsigned status = parser->get().result_int();
-    if (status >= 100 && status < 200 && status != 101) {
-      got_interim = true;
-      continue;
-    }
-    break;
-  }
-
-  const auto& res = parser->get();
-  out.response.status = res.result_int();
-  out.response.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - start);
-  if (const auto it = res.find(http::field::retry_after); it != res.end()) out.response.retry_after = it->value();
-  if (out.response.status / 100 == 3) {
-    if (const auto it = res.find(http::field::location); it != res.end()) out.response.location = it->value();
-  }
-  // 101 would switch protocols: whatever follows is not HTTP/1.1 any more.
-  const bool keep_alive = res.keep_alive() && out.response.status != 101;
-  if (parser->is_done()) {
-    out.reusable = keep_alive;
-  } else if (!parser->chunked() && parser->content_length() && *parser->content_length() <= core.options.body_cap) {
-    // Read (and discard) a small body so the connection can carry the next request. A failure
-    // here only costs the connection: the status already decided the attempt.
-    const auto [body_ec, body_bytes] = co_await http::async_read(stream, conn.buffer, *parser, use_tuple);
-    out.reusable = !body_ec && keep_alive && !core.stopped;
-  }
-  // Chunked, larger than body_cap, or delimited by EOF: judged by the status line, never read.
-  if (conn.buffer.size() != 0) out.reusable = false;  // bytes nobody asked for
-  co_return out;
-}
-
-asio::awaitable<exchange_outcome> exchange(client_core& core, connection& conn, const request_type& req,
-                                           clock_type::time_point start, clock_type::time_point deadline) {
-  if (conn.secure) co_return co_await exchange_on(core, *conn.secure, conn, req, start, deadline);
-  co_return co_await exchange_on(core, *conn.plain, conn, req, start, deadline);
-}
-
 asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<client_core> core,
                                                                std::string pool_key, http_target target,
-                                                               request_type req, clock_type::time_point start) {
-  const auto deadline = start + core->options.total_deadline;
+                                                               request_message req, steady_clock::time_point start) {
+  const call_deadline deadline{core->options.clock, start, start + core->options.total_deadline};
   if (core->stopped) co_return err(transport_errc::cancelled);
   call_context call{*core};
   const origin_key origin{target.tls, target.host, target.port};
 
-  if (auto pooled = core->take_idle(pool_key, origin)) {
+  if (auto pooled = core->pool.take_idle(pool_key, origin)) {
     call.conn = pooled.get();
-    auto outcome = co_await exchange(*core, *pooled, req, start, deadline);
+    auto outcome = co_await exchange(*pooled, req, deadline, core->options.body_cap, core->stopped);
     call.conn = nullptr;
     if (!outcome.ec) {
       outcome.response.reused_connection = true;
@@ -626,7 +297,7 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
     }
     pooled->close();
     const bool retry = outcome.nothing_received && outcome.ec != transport_errc::timeout &&
-                       outcome.ec != transport_errc::cancelled && clock_type::now() < deadline;
+                       outcome.ec != transport_errc::cancelled && !deadline.passed();
     if (!retry) co_return outcome.ec;
     log::debug("http.stale_connection_retried", {{"host", target.host}, {"error", outcome.ec.message()}});
   }
@@ -635,7 +306,7 @@ asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<c
   if (!opened) co_return opened.error();
   auto conn = std::move(*opened);
   call.conn = conn.get();
-  auto outcome = co_await exchange(*core, *conn, req, start, deadline);
+  auto outcome = co_await exchange(*conn, req, deadline, core->options.body_cap, core->stopped);
   call.conn = nullptr;
   if (outcome.ec) {
     conn->close();
@@ -652,78 +323,6 @@ struct http_client::impl : http_detail::client_core {
   using client_core::client_core;
 };
 
-const boost::system::error_category& transport_category() {
-  static const transport_category_impl category;
-  return category;
-}
-
-bool is_metadata_address(const boost::asio::ip::address& address) {
-  static const auto v4 = asio::ip::make_address_v4("169.254.169.254");
-  static const auto v6 = asio::ip::make_address_v6("fd00:ec2::254");
-  if (address.is_v4()) return address.to_v4() == v4;
-  auto a6 = address.to_v6();
-  if (a6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a6) == v4;
-  return a6 == v6;
-}
-
-bool is_blocked_address(const boost::asio::ip::address& address) {
-  return address.is_v4() ? is_blocked_v4(address.to_v4()) : is_blocked_v6(address.to_v6());
-}
-
-boost::system::result<http_target> parse_url(std::string_view url) {
-  const auto invalid = err(transport_errc::invalid_url);
-  const auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) return invalid;
-  const boost::urls::url_view& u = *parsed;
-
-  http_target t;
-  switch (u.scheme_id()) {
-    case boost::urls::scheme::http:
-      t.tls = false;
-      break;
-    case boost::urls::scheme::https:
-      t.tls = true;
-      break;
-    default:
-      return invalid;
-  }
-  if (!u.has_authority() || u.has_userinfo()) return invalid;
-
-  switch (u.host_type()) {
-    case boost::urls::host_type::ipv4:
-      t.host = u.host_ipv4_address().to_string();
-      break;
-    case boost::urls::host_type::ipv6:
-      t.host = u.host_ipv6_address().to_string();
-      break;
-    case boost::urls::host_type::name: {
-      t.host = u.host_name();
-      if (t.host.empty() || !std::all_of(t.host.begin(), t.host.end(), is_host_name_char)) return invalid;
-      std::transform(t.host.begin(), t.host.end(), t.host.begin(), to_lower);
-      break;
-    }
-    default:
-      return invalid;  // no host, or IPvFuture
-  }
-
-  if (u.has_port() && !u.port().empty()) {
-    const auto port = parse_port(u.port());
-    if (!port) return invalid;
-    t.port = std::to_string(*port);
-  } else {
-    t.port = default_port(t.tls);
-  }
-
-  t.target = u.encoded_path();
-  if (t.target.empty()) t.target = "/";
-  if (u.has_query()) {
-    t.target += '?';
-    t.target += u.encoded_query();
-  }
-  if (!is_valid_target(t.target)) return invalid;
-  return t;
-}
-
 http_client::http_client(boost::asio::any_io_executor ex, http_client_options options)
     : impl_(std::make_shared<impl>(std::move(ex), std::move(options))) {}
 
@@ -734,10 +333,10 @@ http_client::~http_client() {
 boost::asio::awaitable<boost::system::result<http_response>> http_client::async_post(const std::string& pool_key,
                                                                                      const http_target& target,
                                                                                      const http_request& request) {
-  const auto start = clock_type::now();
+  const auto start = impl_->options.clock->steady_now();
   // Everything the call needs is copied before the first suspension; `this` is not used after it.
   std::shared_ptr<http_detail::client_core> core = impl_;
-  auto req = build_request(core->options, target, request);
+  auto req = build_request(core->options.user_agent, target, request);
   if (!req) co_return req.error();
   co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), start);
 }

@@ -15,12 +15,13 @@
 //
 // Thread affinity: one client per executor; async_post may run concurrently for many requests.
 
+#include "common/time.hpp"
+#include "delivery/ssrf.hpp"
 #include "delivery/transport.hpp"
 #include "delivery/url.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/result.hpp>
 
@@ -34,18 +35,7 @@
 
 namespace walhook::delivery {
 
-/// The SSRF guard (DESIGN §8): true if walhook must not connect to `address` unless
-/// allow_private_networks is set. IPv4: 0/8, 10/8, 100.64/10 (CGNAT), 127/8, 169.254/16
-/// (link-local, cloud metadata), 172.16/12, 192.0.0/24, 192.168/16, 198.18/15, 224/4
-/// (multicast), 240/4 (reserved, broadcast). IPv6: ::, ::1, IPv4-compatible ::/96, fc00::/7
-/// (unique-local), fe80::/10 (link-local), fec0::/10 (site-local), ff00::/8 (multicast), and
-/// the embedded IPv4 address of ::ffff:0:0/96 (mapped), 64:ff9b::/96 (NAT64) and 2002::/16 (6to4).
-bool is_blocked_address(const boost::asio::ip::address& address);
-
-/// Cloud metadata services (169.254.169.254, fd00:ec2::254): refused always, even with
-/// allow_private_networks.
-bool is_metadata_address(const boost::asio::ip::address& address);
-
+/// How an http_client behaves; fixed at construction.
 struct http_client_options {
   /// Whole call, ms: resolve, connect, TLS handshake, write, response header (DESIGN §6).
   std::chrono::milliseconds total_deadline{5000};
@@ -58,8 +48,16 @@ struct http_client_options {
   /// paths: private CAs of intranet endpoints, and tests. "" = default paths only. Unparsable
   /// PEM is fatal setup: the http_client constructor throws boost::system::system_error.
   std::string extra_ca_pem;
+  /// Where the client reads the monotonic time: the start of each call (total_deadline,
+  /// http_response::elapsed) and the age of idle pooled connections (idle_timeout). Not owned;
+  /// must outlive the client; must not be null (the constructor throws std::invalid_argument).
+  /// Socket and DNS timers still run on the real steady clock: they are armed with the time
+  /// left by this clock, so a test clock need not be anchored to std::chrono::steady_clock.
+  const clock_source* clock = &real_clock::instance();
 };
 
+/// The real transport: HTTP/1.1 over TCP or TLS with per-pool-key keep-alive (see the header
+/// comment and delivery/README.md for every rule).
 class http_client final : public transport {
  public:
   http_client(boost::asio::any_io_executor ex, http_client_options options);

@@ -31,7 +31,10 @@ enum class transport_errc {
   cancelled,         ///< the client was shut down
   resolve_timeout,   ///< the DNS lookup itself did not finish before the deadline
 };
+/// The "walhook.transport" category: a distinct, human-readable message per transport_errc
+/// (what an endpoint's last_error shows). A function-local static, safe from any thread.
 const boost::system::error_category& transport_category();
+/// Makes transport_errc values usable as (and comparable with) boost::system::error_code.
 inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
 
 /// One attempt's request: the body and the caller's headers (the transport owns framing).

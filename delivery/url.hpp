@@ -3,6 +3,8 @@
 
 #include <boost/system/result.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,5 +26,20 @@ struct http_target {
 /// percent-decoding. Registered names are lower-cased; the fragment is dropped; an empty path
 /// becomes "/"; path and query are kept percent-encoded as given.
 boost::system::result<http_target> parse_url(std::string_view url);
+
+// The pieces of parse_url that the transport applies again to an http_target (which callers
+// may also build by hand).
+
+/// A TCP port as http_target::port holds it: decimal digits only, 1–65535 (leading zeros
+/// allowed, "00080" is 80). std::nullopt for anything else, including "" and "0".
+std::optional<std::uint16_t> parse_port(std::string_view text);
+
+/// True if `target` is a request target as walhook sends it: origin-form (RFC 9112 §3.2.1,
+/// starts with '/') of printable ASCII without spaces, so it cannot split the request line.
+bool is_valid_target(std::string_view target);
+
+/// The Host header value for `target` (RFC 9110 §7.2): an IPv6 literal in brackets, and the
+/// port only if it is not the scheme's default (80 for http, 443 for https).
+std::string host_header(const http_target& target);
 
 }  // namespace walhook::delivery
