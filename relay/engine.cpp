@@ -2,17 +2,15 @@
 
 #include "common/log.hpp"
 #include "common/task_group.hpp"
-#include "common/time.hpp"
 #include "delivery/http_client.hpp"
 #include "relay/dispatcher.hpp"
 #include "relay/endpoint_directory.hpp"
 #include "relay/leadership.hpp"
 #include "relay/lsn_tracker.hpp"
 #include "relay/metrics.hpp"
-#include "relay/rows.hpp"
+#include "relay/stream_handler.hpp"
 #include "sql/state_store.hpp"
 #include "wal/errc.hpp"
-#include "wal/relation_cache.hpp"
 #include "wal/replication_stream.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -22,18 +20,14 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <deque>
 #include <map>
 
 #include <unistd.h>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
-namespace pgo = wal::pgoutput;
 using namespace std::chrono_literals;
 using boost::system::error_code;
-using steady = std::chrono::steady_clock;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 namespace {
@@ -51,6 +45,7 @@ wal::stream_options stream_options_of(const run_options& o) {
   s.publications = o.publications;
   s.status_interval = o.status_interval;
   s.application_name = "walhook " + o.instance_name;
+  s.clock = o.clock;
   return s;
 }
 
@@ -60,7 +55,14 @@ sql::state_store_options store_options_of(const run_options& o) {
   s.max_batch = o.max_batch;
   s.reconnect_max = o.reconnect_max;
   s.application_name = "walhook-state " + o.instance_name;
+  s.clock = o.clock;
   return s;
+}
+
+delivery::http_client_options http_options_of(const run_options& o) {
+  auto h = o.http;
+  h.clock = o.clock;
+  return h;
 }
 
 dispatcher_options dispatcher_options_of(const run_options& o) {
@@ -75,16 +77,7 @@ dispatcher_options dispatcher_options_of(const run_options& o) {
   return d;
 }
 
-/// An endpoint id column as a number (the stream and the table give text).
-std::optional<std::int64_t> id_of(const row_view& row) {
-  std::string_view text;
-  if (row.get("id", text) != row_view::state::value) return std::nullopt;
-  try {
-    return std::stoll(std::string(text));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
+bool cancelled(const asio::cancellation_state& s) { return s.cancelled() != asio::cancellation_type::none; }
 
 }  // namespace
 
@@ -92,48 +85,37 @@ struct engine::impl {
   impl(asio::any_io_executor ex, run_options o)
       : executor(ex),
         options(std::move(o)),
+        clock(*options.clock),
         store(ex, store_options_of(options)),
-        http(ex, options.http),
+        http(ex, http_options_of(options)),
         stream(ex, stream_options_of(options)),
         lead(ex, {options.database_url, options.slot, options.instance_name}),
-        deliveries(ex, dispatcher_options_of(options), directory, tracker, store, http, real_clock::instance(),
+        deliveries(ex, dispatcher_options_of(options), directory, tracker, store, http, clock,
                    {[this] { confirm(); }, [this] { stream.wake(); }}),
+        handler(tracker, directory, deliveries, clock),
         background(ex),
         backoff_timer(ex) {}
 
   asio::any_io_executor executor;
   run_options options;
+  const clock_source& clock;
   sql::state_store store;
   delivery::http_client http;
   endpoint_directory directory;
   lsn_tracker tracker;
   wal::replication_stream stream;
-  wal::relation_cache relations;
   leadership lead;
   dispatcher deliveries;
+  stream_handler handler;
   task_group background;  // the state store's writer, claims and sweeps: the whole run
   asio::steady_timer backoff_timer;
-
-  std::optional<std::uint32_t> outbox_oid;
-  std::optional<std::uint32_t> endpoints_oid;
-  lsn_tracker::ticket current_ticket = 0;
-  lsn current_final_lsn;
   bool stopping = false;
   bool session_active = false;
-  std::uint64_t events = 0, malformed_rows = 0, sessions = 0;
+  std::uint64_t sessions = 0;
   lsn progress_recorded;
-  steady::time_point progress_at{};
-  // When each open transaction began (slot lag in seconds), by ticket.
-  std::deque<std::pair<lsn_tracker::ticket, steady::time_point>> open_since;
+  steady_clock::time_point progress_at{};
 
   void confirm() { stream.confirm(tracker.confirmable()); }
-
-  double lag_seconds() {
-    auto oldest = tracker.oldest_open();
-    while (!open_since.empty() && (oldest == 0 || open_since.front().first < oldest)) open_since.pop_front();
-    if (oldest == 0 || open_since.empty()) return 0;
-    return std::chrono::duration<double>(steady::now() - open_since.front().second).count();
-  }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     backoff_timer.expires_after(d);
@@ -142,7 +124,7 @@ struct engine::impl {
 
   /// Records the acknowledged position in walhook.slot_progress (every 200 ms at most, when it moved).
   void record_progress() {
-    auto now = steady::now();
+    auto now = clock.steady_now();
     lsn confirmed = stream.confirmed();
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
@@ -150,148 +132,20 @@ struct engine::impl {
     store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed});
   }
 
-  // ---------------------------------------------------------------- the stream
-
-  void apply_endpoint(const row_view& row) {
-    auto id = id_of(row);
-    auto e = endpoint_from_row(row, id ? directory.find(*id) : nullptr);
-    if (!e) return;
-    if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
-    const endpoint* previous = directory.find(e->id);
-    bool news = !previous || previous->status != e->status || previous->url != e->url;
-    log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
-              {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
-    deliveries.endpoint_changed(directory.apply(std::move(*e)));
-  }
-
-  void remove_endpoint(const row_view& row) {
-    if (auto id = id_of(row))
-      if (auto c = directory.remove(*id)) deliveries.endpoint_changed(*c);
-  }
-
-  void on_event(const row_view& row) {
-    ++events;
-    std::string why;
-    auto ev = event_from_row(row, current_final_lsn, why);
-    if (!ev) {
-      ++malformed_rows;
-      log::error("outbox.malformed_row", {{"reason", why}});
-      return;
-    }
-    auto shared = std::make_shared<const delivery::event>(std::move(*ev));
-    for (std::int64_t id : directory.route(shared->tenant_id, shared->type)) {
-      delivery::job j;
-      j.ev = shared;
-      j.endpoint_id = id;
-      j.ticket = current_ticket;
-      tracker.hold(current_ticket);
-      deliveries.submit(std::move(j));
-    }
-  }
-
-  error_code on_message(const pgo::begin& b) {
-    current_ticket = tracker.begin();
-    open_since.emplace_back(current_ticket, steady::now());
-    current_final_lsn = b.final_lsn;
-    return {};
-  }
-  error_code on_message(const pgo::commit& c) {
-    tracker.commit(current_ticket, c.end_lsn);
-    current_ticket = 0;
-    return {};
-  }
-  error_code on_message(const pgo::relation& r) {
-    if (r.schema == "walhook" && r.name == "outbox") outbox_oid = r.oid;
-    if (r.schema == "walhook" && r.name == "endpoints") endpoints_oid = r.oid;
-    return {};
-  }
-  error_code on_message(const pgo::insert& m) {
-    const auto* rel = relations.find(m.relation_oid);
-    if (!rel) return wal::errc::unknown_relation;
-    if (m.relation_oid == outbox_oid) on_event(row_view(*rel, m.new_tuple));
-    else if (m.relation_oid == endpoints_oid) apply_endpoint(row_view(*rel, m.new_tuple));
-    return {};
-  }
-  error_code on_message(const pgo::update& m) {
-    const auto* rel = relations.find(m.relation_oid);
-    if (!rel) return wal::errc::unknown_relation;
-    if (m.relation_oid != endpoints_oid) return {};
-    // A changed primary key arrives as the old key + the new row.
-    if (m.key_tuple) remove_endpoint(row_view(*rel, *m.key_tuple));
-    apply_endpoint(row_view(*rel, m.new_tuple));
-    return {};
-  }
-  error_code on_message(const pgo::delete_& m) {
-    const auto* rel = relations.find(m.relation_oid);
-    if (!rel) return wal::errc::unknown_relation;
-    if (m.relation_oid == endpoints_oid) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple));
-    return {};
-  }
-  error_code on_message(const pgo::truncate& m) {
-    for (auto oid : m.relation_oids)
-      if (oid == endpoints_oid)
-        for (const auto& c : directory.clear()) deliveries.endpoint_changed(c);
-    return {};
-  }
-  error_code on_message(const pgo::origin&) { return {}; }
-  error_code on_message(const pgo::type&) { return {}; }
-  /// Operator signals travel through the WAL, in order with the data: `walhook replay` and
-  /// `walhook endpoint enable|resume` emit pg_logical_emit_message(true, 'walhook', …):
-  /// "wake:<id>" (pending deliveries are due) or "resume:<id>" (its breaker closes too).
-  error_code on_message(const pgo::logical_message& m) {
-    if (m.prefix != "walhook") return {};
-    bool resume = m.content.starts_with("resume:");
-    if (!resume && !m.content.starts_with("wake:")) return {};
-    try {
-      deliveries.wake(std::stoll(m.content.substr(m.content.find(':') + 1)), resume);
-    } catch (const std::exception&) {
-    }
-    return {};
-  }
-
-  error_code handle(const wal::stream_event& ev) {
-    if (auto* k = std::get_if<wal::keepalive>(&ev)) {
-      tracker.keepalive(k->wal_end);
-      return {};
-    }
-    const auto& ch = std::get<wal::change>(ev);
-    // Rows are checked against their Relation message (unknown OID, column count) first.
-    if (auto ec = relations.observe(ch.message)) return ec;
-    return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
-  }
-
-  // ---------------------------------------------------------------- sessions
-
-  /// Everything a session needs from the database before streaming.
-  asio::awaitable<error_code> prepare_session() {
+  /// Everything a session needs from the database, then START_REPLICATION.
+  asio::awaitable<error_code> start_session() {
     deliveries.end_session();
     tracker.reset();
-    relations.clear();
-    outbox_oid.reset();
-    endpoints_oid.reset();
-    current_ticket = 0;
-    open_since.clear();
-
+    handler.reset();
     // 'sending' rows of a process that died (ours before a crash, or the instance we took over
     // from) go back to pending; this process's own attempts are left alone.
     auto reset = co_await store.reset_stale_sending(0s, deliveries.owned());
     if (!reset) co_return reset.error();
     if (*reset > 0) log::info("deliveries.sending_reset", {{"rows", static_cast<std::int64_t>(*reset)}});
-
     auto table = co_await store.load_endpoints();
     if (!table) co_return table.error();
-    pgo::relation rel;
-    for (const auto& name : table->columns) rel.columns.push_back({0, name, 0, -1});
-    std::vector<endpoint> all;
-    for (const auto& r : table->rows) {
-      pgo::tuple t;
-      for (const auto& v : r) t.push_back(v ? pgo::tuple_value{pgo::value_kind::text, *v} : pgo::tuple_value{pgo::value_kind::null, {}});
-      row_view row(rel, t);
-      auto id = id_of(row);
-      if (auto e = endpoint_from_row(row, id ? directory.find(*id) : nullptr)) all.push_back(std::move(*e));
-    }
-    for (const auto& c : directory.replace_all(std::move(all))) deliveries.endpoint_changed(c);
-
+    for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
+      deliveries.endpoint_changed(c);
     auto health = co_await store.load_health();
     if (!health) co_return health.error();
     directory.clear_health();
@@ -301,7 +155,6 @@ struct engine::impl {
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
     deliveries.reset_backlog(*with_backlog);
-
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
@@ -312,14 +165,13 @@ struct engine::impl {
     for (int tries = 0;; ++tries) {
       auto ec = co_await stream.async_start();
       if (!ec) break;
-      if (ec == wal::errc::slot_in_use && tries < 100 && !stopping) {
-        log::info("replication.slot_busy", {{"slot", options.slot}, {"error", stream.last_error()}});
-        co_await sleep(backoff);
-        backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms);
-        continue;
+      if (ec != wal::errc::slot_in_use || tries >= 100 || stopping) {
+        log::error("replication.start_failed", {{"error", stream.last_error()}});
+        co_return ec;
       }
-      log::error("replication.start_failed", {{"error", stream.last_error()}});
-      co_return ec;
+      log::info("replication.slot_busy", {{"slot", options.slot}, {"error", stream.last_error()}});
+      co_await sleep(backoff);
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms);
     }
     if (stream.info().slot_created) {
       (void)co_await store.clear_progress(options.slot);
@@ -332,11 +184,12 @@ struct engine::impl {
                                         {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
                                         {"slot_created", stream.info().slot_created},
                                         {"endpoints", static_cast<std::uint64_t>(directory.size())},
-                                        {"endpoints_with_backlog", static_cast<std::uint64_t>(deliveries.backlog().endpoints().size())}});
+                                        {"endpoints_with_backlog",
+                                         static_cast<std::uint64_t>(deliveries.backlog().endpoints().size())}});
     co_return error_code{};
   }
 
-  /// Ends the session the moment the lock's session is gone.
+  /// Ends the session the moment the lock's session is gone (not when it is merely slow).
   asio::awaitable<void> watch_leadership() {
     auto ec = co_await lead.watch();
     if (ec == pg::errc::cancelled || !session_active) co_return;
@@ -344,56 +197,39 @@ struct engine::impl {
     stream.interrupt();
   }
 
-  /// Records walhook's acknowledged position while the session streams.
-  asio::awaitable<void> record_progress_loop() {
+  /// While the session streams: walhook's record of the acknowledged position (200 ms), retention
+  /// soon after the start and every 10 minutes, and 'sending' rows of a dead process (untouched
+  /// for stale_sending_after) back to pending every 30 s.
+  asio::awaitable<void> housekeeping() {
     co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
     asio::steady_timer tick(executor);
+    auto last_stale_check = clock.steady_now();
+    auto last_retention = clock.steady_now() - 1h;
     while (session_active) {
       tick.expires_after(200ms);
       co_await tick.async_wait(tuple_awaitable);
-      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
+      if (cancelled(co_await asio::this_coro::cancellation_state)) co_return;
       confirm();
       record_progress();
-    }
-  }
-
-  /// Retention (DESIGN §7): outbox rows and finished deliveries older than the retention period
-  /// go, a batch at a time, yielding between batches.
-  asio::awaitable<void> expire_old_rows() {
-    long total = 0;
-    asio::steady_timer pause(executor);
-    for (int round = 0; round < 1000 && session_active; ++round) {
-      auto n = co_await store.delete_expired(options.retention, options.retention_batch);
-      if (!n) {
-        log::warn("retention.failed", {{"error", n.error().message()}});
-        break;
+      if (clock.steady_now() - last_retention >= 10min) {
+        last_retention = clock.steady_now();
+        long total = 0;
+        for (int round = 0; round < 1000 && session_active; ++round) {  // a batch at a time
+          auto n = co_await store.delete_expired(options.retention, options.retention_batch);
+          if (!n) {
+            log::warn("retention.failed", {{"error", n.error().message()}});
+            break;
+          }
+          total += *n;
+          if (*n < options.retention_batch) break;
+          tick.expires_after(50ms);  // let other work in between batches
+          co_await tick.async_wait(tuple_awaitable);
+          if (cancelled(co_await asio::this_coro::cancellation_state)) break;
+        }
+        if (total > 0) log::info("retention.deleted", {{"rows", static_cast<std::int64_t>(total)}});
       }
-      total += *n;
-      if (*n < options.retention_batch) break;
-      pause.expires_after(50ms);
-      co_await pause.async_wait(tuple_awaitable);
-      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
-    }
-    if (total > 0) log::info("retention.deleted", {{"rows", static_cast<std::int64_t>(total)}});
-  }
-
-  /// While the session streams: retention soon after it starts and every 10 minutes, and
-  /// 'sending' rows left by a dead process (not touched for stale_sending_after) back to pending.
-  asio::awaitable<void> housekeeping_loop() {
-    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-    asio::steady_timer tick(executor);
-    auto last_stale_check = steady::now();
-    auto last_retention = steady::now() - 1h;
-    while (session_active) {
-      tick.expires_after(250ms);
-      co_await tick.async_wait(tuple_awaitable);
-      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
-      if (steady::now() - last_retention >= 10min) {
-        last_retention = steady::now();
-        co_await expire_old_rows();
-      }
-      if (steady::now() - last_stale_check >= 30s) {
-        last_stale_check = steady::now();
+      if (clock.steady_now() - last_stale_check >= 30s) {
+        last_stale_check = clock.steady_now();
         auto n = co_await store.reset_stale_sending(options.stale_sending_after, deliveries.owned());
         if (n && *n > 0) {
           log::warn("deliveries.stale_sending_reset", {{"rows", static_cast<std::int64_t>(*n)}});
@@ -406,16 +242,14 @@ struct engine::impl {
 
   asio::awaitable<error_code> session() {
     ++sessions;
-    if (auto ec = co_await prepare_session()) {
+    if (auto ec = co_await start_session()) {
       stream.close();
       co_return ec;
     }
     session_active = true;
     task_group session_tasks(executor);
     session_tasks.spawn(watch_leadership(), "leadership watch");
-    session_tasks.spawn(record_progress_loop(), "progress");
-    session_tasks.spawn(housekeeping_loop(), "housekeeping");
-
+    session_tasks.spawn(housekeeping(), "housekeeping");
     error_code result;
     while (!stopping && session_active) {
       if (deliveries.must_hold() || store.backlog() >= options.max_store_backlog) {
@@ -431,7 +265,7 @@ struct engine::impl {
         if (!stopping) result = ev.error();
         break;
       }
-      if (auto ec = handle(*ev)) {
+      if (auto ec = handler.handle(*ev)) {
         log::error("replication.protocol_error", {{"error", ec.message()}});
         result = ec;
         break;
@@ -444,7 +278,7 @@ struct engine::impl {
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
     co_await session_tasks.async_wait();
-    // A walsender whose client neither reads nor closes keeps a server shutdown waiting for
+    // A walsender whose client neither reads nor closes holds a server shutdown for
     // wal_sender_timeout: close the replication connection now (a stop sends its final status first).
     if (!stopping) stream.close();
     co_return result ? result : error_code(pg::errc::connection_lost);
@@ -452,13 +286,12 @@ struct engine::impl {
 
   /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
   asio::awaitable<void> shutdown() {
-    auto deadline = steady::now() + options.shutdown_grace;
+    auto deadline = steady_clock::now() + options.shutdown_grace;
     background.emit(asio::cancellation_type::total);  // claims and sweeps stop; the writer goes on
     co_await deliveries.shutdown(deadline);
     co_await store.async_idle(deadline);
     confirm();
-    if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded &&
-        steady::now() < deadline) {
+    if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
       progress_recorded = stream.confirmed();
       store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded});
       co_await store.async_idle(deadline);
@@ -480,9 +313,9 @@ struct engine::impl {
       auto ec = co_await lead.acquire();
       if (!ec && !stopping) {
         log::info("leader.acquired", {{"slot", options.slot}, {"instance", options.instance_name}});
-        auto began = steady::now();
+        auto began = clock.steady_now();
         ec = co_await session();
-        if (steady::now() - began > 30s) backoff = 50ms;  // it ran for a while: start over gently
+        if (clock.steady_now() - began > 30s) backoff = 50ms;  // it ran for a while: start over gently
       }
       if (stopping) break;
       lead.release();
@@ -518,8 +351,8 @@ asio::awaitable<int> engine::run() { co_return co_await impl_->run(); }
 asio::awaitable<std::string> engine::metrics_text() {
   auto& s = *impl_;
   metrics_snapshot m;
-  m.events = s.events;
-  m.malformed_rows = s.malformed_rows;
+  m.events = s.handler.events();
+  m.malformed_rows = s.handler.malformed_rows();
   m.sessions = s.sessions;
   m.delivery = s.deliveries.stats();
   m.queued = s.deliveries.scheduler().queued_total();
@@ -528,7 +361,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.streaming = s.session_active;
   m.confirmed = s.stream.confirmed();
   m.received = s.stream.received();
-  m.lag_seconds = s.lag_seconds();
+  m.lag_seconds = s.handler.lag_seconds();
   std::map<std::int64_t, endpoint_metrics> by_id;
   for (auto id : s.directory.ids())
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt};

@@ -1,6 +1,7 @@
 #pragma once
 // Settings of `walhook run` (every number of DESIGN §7 is here with its default).
 
+#include "common/time.hpp"
 #include "delivery/breaker.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/policy.hpp"
@@ -46,6 +47,9 @@ struct run_options {
 
   std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid
+  /// Where the engine, the stream, the state store and the HTTP pools read the time (tests
+  /// inject a manual one); timers still wait in real time.
+  const clock_source* clock = &real_clock::instance();
 };
 
 }  // namespace walhook::relay

@@ -62,6 +62,11 @@ struct endpoint {
 /// taken from `previous` (the cached row). Errors: the row has no id.
 boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous);
 
+/// Endpoints from a whole-table read (column names and text rows, std::nullopt for NULL),
+/// decoded exactly like the stream's rows; rows without an id are skipped.
+std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
+                                           const std::vector<std::vector<std::optional<std::string>>>& rows);
+
 /// Fills target/keys/config_error from url and secret.
 void resolve_endpoint(endpoint& e);
 

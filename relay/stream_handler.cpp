@@ -1,0 +1,147 @@
+#include "relay/stream_handler.hpp"
+
+#include "common/log.hpp"
+#include "wal/errc.hpp"
+
+namespace walhook::relay {
+namespace pgo = wal::pgoutput;
+
+std::optional<std::int64_t> endpoint_id_of(const row_view& row) {
+  std::string_view text;
+  if (row.get("id", text) != row_view::state::value) return std::nullopt;
+  try {
+    return std::stoll(std::string(text));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void stream_handler::reset() {
+  relations_.clear();
+  outbox_oid_.reset();
+  endpoints_oid_.reset();
+  current_ticket_ = 0;
+  open_since_.clear();
+}
+
+double stream_handler::lag_seconds() {
+  auto oldest = tracker_.oldest_open();
+  while (!open_since_.empty() && (oldest == 0 || open_since_.front().first < oldest)) open_since_.pop_front();
+  if (oldest == 0 || open_since_.empty()) return 0;
+  return std::chrono::duration<double>(clock_.steady_now() - open_since_.front().second).count();
+}
+
+boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
+  if (auto* k = std::get_if<wal::keepalive>(&ev)) {
+    tracker_.keepalive(k->wal_end);
+    return {};
+  }
+  const auto& ch = std::get<wal::change>(ev);
+  // Rows are checked against their Relation message (unknown OID, column count) first.
+  if (auto ec = relations_.observe(ch.message)) return ec;
+  return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
+}
+
+void stream_handler::on_event(const row_view& row) {
+  ++events_;
+  std::string why;
+  auto ev = event_from_row(row, current_final_lsn_, why);
+  if (!ev) {
+    ++malformed_rows_;
+    log::error("outbox.malformed_row", {{"reason", why}});
+    return;
+  }
+  auto shared = std::make_shared<const delivery::event>(std::move(*ev));
+  for (std::int64_t id : directory_.route(shared->tenant_id, shared->type)) {
+    delivery::job j;
+    j.ev = shared;
+    j.endpoint_id = id;
+    j.ticket = current_ticket_;
+    tracker_.hold(current_ticket_);
+    deliveries_.submit(std::move(j));
+  }
+}
+
+void stream_handler::apply_endpoint(const row_view& row) {
+  auto id = endpoint_id_of(row);
+  const endpoint* previous = id ? directory_.find(*id) : nullptr;
+  auto e = endpoint_from_row(row, previous);
+  if (!e) return;
+  if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
+  bool news = !previous || previous->status != e->status || previous->url != e->url;
+  log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
+            {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
+  deliveries_.endpoint_changed(directory_.apply(std::move(*e)));
+}
+
+void stream_handler::remove_endpoint(const row_view& row) {
+  if (auto id = endpoint_id_of(row))
+    if (auto c = directory_.remove(*id)) deliveries_.endpoint_changed(*c);
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
+  current_ticket_ = tracker_.begin();
+  open_since_.emplace_back(current_ticket_, clock_.steady_now());
+  current_final_lsn_ = b.final_lsn;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::commit& c) {
+  tracker_.commit(current_ticket_, c.end_lsn);
+  current_ticket_ = 0;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::relation& r) {
+  if (r.schema == "walhook" && r.name == "outbox") outbox_oid_ = r.oid;
+  if (r.schema == "walhook" && r.name == "endpoints") endpoints_oid_ = r.oid;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::insert& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid == outbox_oid_) on_event(row_view(*rel, m.new_tuple));
+  else if (m.relation_oid == endpoints_oid_) apply_endpoint(row_view(*rel, m.new_tuple));
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::update& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid != endpoints_oid_) return {};
+  // A changed primary key arrives as the old key + the new row.
+  if (m.key_tuple) remove_endpoint(row_view(*rel, *m.key_tuple));
+  apply_endpoint(row_view(*rel, m.new_tuple));
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::delete_& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple));
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::truncate& m) {
+  for (auto oid : m.relation_oids)
+    if (oid == endpoints_oid_)
+      for (const auto& c : directory_.clear()) deliveries_.endpoint_changed(c);
+  return {};
+}
+
+/// Operator signals travel through the WAL, in order with the data: `walhook replay` and
+/// `walhook endpoint enable|resume` emit pg_logical_emit_message(true, 'walhook', …):
+/// "wake:<id>" (pending deliveries are due) or "resume:<id>" (its breaker closes too).
+boost::system::error_code stream_handler::on_message(const pgo::logical_message& m) {
+  if (m.prefix != "walhook") return {};
+  bool resume = m.content.starts_with("resume:");
+  if (!resume && !m.content.starts_with("wake:")) return {};
+  try {
+    deliveries_.wake(std::stoll(m.content.substr(m.content.find(':') + 1)), resume);
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+}  // namespace walhook::relay
