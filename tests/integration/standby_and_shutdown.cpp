@@ -77,6 +77,54 @@ TEST_CASE("a second instance waits as a standby and takes over within 10 s of ki
   CHECK(standby.wait(30s) == 0);
 }
 
+TEST_CASE("the lock's session is terminated: the active instance steps down at once, closes its stream, the standby takes over") {
+  const std::string slot = "lock_lost";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
+  test::walhook_process first(test::run_args(url, slot, {"--instance-name", "first"}));
+  first.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+  test::walhook_process second(test::run_args(url, slot, {"--instance-name", "second"}));
+  second.start();
+  REQUIRE(test::eventually([&] { return second.count_in_log("standby.waiting") > 0; }, 20s));
+
+  test::publisher load({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 1200});
+  load.start();
+  REQUIRE(test::eventually([&] { return load.committed() > 300; }, 30s));
+  // An operator (or a failover tool) ends the active instance's lock session.
+  auto terminated = std::chrono::steady_clock::now();
+  CHECK(test::query_value(db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE application_name = 'walhook-lock first'") == "1");
+  REQUIRE(test::eventually([&] { return first.count_in_log("leader.lost") > 0; }, 10s, 10ms));
+  double noticed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - terminated).count();
+  // It stops streaming: its walsender goes away (the replication connection is closed, not left
+  // waiting), and the standby, blocked on the lock in the server, streams instead.
+  bool took_over = test::eventually([&] { return second.count_in_log("\"replication.streaming\"") > 0; }, 20s, 20ms);
+  double takeover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - terminated).count();
+  MESSAGE(fmt::format("lock session terminated: the active instance noticed in {:.3f} s, the standby streamed {:.2f} s after",
+                      noticed_s, takeover_s));
+  REQUIRE(took_over);
+  CHECK(noticed_s < 2.0);  // the session's socket says so at once; nothing is polled
+  CHECK(test::query_value(db, "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'walhook first'") == "0");
+  REQUIRE(load.join(60s));
+  std::set<std::string> want;
+  for (auto& e : load.events()) want.insert(e.id);
+  CHECK(test::eventually([&] {
+    auto got = ids_received(rcv, "/a");
+    for (auto& id : want)
+      if (!got.contains(id)) return false;
+    return true;
+  }, 30s));
+  CHECK(first.running());  // it went back to waiting, as a standby
+  CHECK(test::eventually([&] { return first.count_in_log("standby.waiting") > 0; }, 10s));
+  second.signal(SIGTERM);
+  first.signal(SIGTERM);
+  CHECK(second.wait(30s) == 0);
+  CHECK(first.wait(30s) == 0);
+}
+
 TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
   const std::string slot = "shutdown";
   std::string url = test::fresh_database(slot);

@@ -212,3 +212,76 @@ TEST_CASE("slot progress is recorded and only moves forward") {
   CHECK(*f.run(f.store->load_progress("s")) == std::pair<walhook::lsn, std::string>{walhook::lsn{500}, "sys2"});
   CHECK(!f.run(f.store->load_progress("other"))->first.valid());
 }
+
+TEST_CASE("an attempt recorded 'sending' owns its row: its outcome lands by (endpoint, event); a stale reset spares owned rows") {
+  fixture f("ss_sending");
+  std::string a = f.event(), b = f.event(), c = f.event();
+  auto mark = [&](const std::string& e, std::optional<std::string> key = {}) {
+    auto u = f.pending(e, 100, std::move(key), 4);
+    u.outcome.status = sql::delivery_status::sending;
+    u.outcome.attempts = 0;
+    return u;
+  };
+  f.store->enqueue(mark(a));
+  f.store->enqueue(mark(b));
+  f.flush();
+  CHECK(f.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = 4 AND status = 'sending'") == "2");
+  // The attempt on `a` succeeds: the row it owns becomes delivered.
+  sql::update_delivery done;
+  done.key = {4, a};
+  done.outcome.status = sql::delivery_status::delivered;
+  done.outcome.attempts = 1;
+  done.outcome.last_attempt_at = std::chrono::system_clock::now();
+  f.store->enqueue(done);
+  f.flush();
+  pg::params pa{a};
+  CHECK(f.value("SELECT status || ' ' || attempts || ' ' || (delivered_at IS NOT NULL) FROM walhook.deliveries WHERE event_id = $1", pa) ==
+        "delivered 1 true");
+  // A late failure of the same delivery never regresses it.
+  sql::update_delivery late = done;
+  late.outcome.status = sql::delivery_status::pending;
+  f.store->enqueue(late);
+  f.flush();
+  CHECK(f.value("SELECT status FROM walhook.deliveries WHERE event_id = $1", pa) == "delivered");
+
+  // A crashed process's 'sending' rows go back to pending — but not those this process still owns.
+  f.store->enqueue(mark(c));
+  f.flush();
+  auto reset = f.run(f.store->reset_stale_sending(0s, {sql::delivery_key{4, b}}));
+  REQUIRE(reset.has_value());
+  CHECK(*reset == 1);
+  pg::params pb{b}, pc{c};
+  CHECK(f.value("SELECT status FROM walhook.deliveries WHERE event_id = $1", pb) == "sending");
+  CHECK(f.value("SELECT status FROM walhook.deliveries WHERE event_id = $1", pc) == "pending");
+
+  // A marked state update that fails while a newer pending one holds its merge key is merged away.
+  std::string older = f.event(), newer = f.event();
+  f.store->enqueue(mark(older, "entity"));
+  f.store->enqueue(f.pending(newer, 200, "entity", 4));
+  f.flush();
+  sql::update_delivery failed;
+  failed.key = {4, older};
+  failed.outcome.status = sql::delivery_status::pending;
+  failed.outcome.attempts = 1;
+  failed.outcome.next_attempt_at = std::chrono::system_clock::now() + 30s;
+  f.store->enqueue(failed);
+  f.flush();
+  CHECK(f.value("SELECT string_agg(event_id::text, ',') FROM walhook.deliveries WHERE endpoint_id = 4 AND merge_key = 'entity'") == newer);
+}
+
+TEST_CASE("a mark never takes over a row another attempt is sending, and never a delivered one") {
+  fixture f("ss_mark_conflict");
+  std::string e = f.event();
+  f.store->enqueue(f.pending(e, 100, std::nullopt, 5));
+  f.flush();
+  auto claimed = f.run(f.store->claim_due({{5, 1, false}}));
+  REQUIRE(claimed.has_value());
+  REQUIRE(claimed->size() == 1);  // the row is 'sending' for a claimed attempt
+  auto u = f.pending(e, 100, std::nullopt, 5);
+  u.outcome.status = sql::delivery_status::sending;
+  u.outcome.attempts = 7;
+  f.store->enqueue(u);  // a stream redelivery of the same event, marked while it runs
+  f.flush();
+  pg::params p{e};
+  CHECK(f.value("SELECT status || ' ' || attempts FROM walhook.deliveries WHERE event_id = $1", p) == "sending 0");
+}
