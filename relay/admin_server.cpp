@@ -1,10 +1,10 @@
 #include "relay/admin_server.hpp"
 
+#include "common/task_group.hpp"
 #include "relay/engine.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -44,7 +44,7 @@ tcp::endpoint parse_listen(const std::string& listen) {
 }  // namespace
 
 struct admin_server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e) : executor(ex), acceptor(ex), eng(e) {
+  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e) : executor(ex), acceptor(ex), eng(e), tasks(ex) {
     boost::system::error_code ec;
     acceptor.open(at.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -55,6 +55,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   asio::any_io_executor executor;
   tcp::acceptor acceptor;
   engine& eng;
+  task_group tasks;  ///< the accept loop and every connection's session
 
   asio::awaitable<void> accept_loop() {
     auto self = shared_from_this();
@@ -64,7 +65,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
         continue;
       }
-      asio::co_spawn(executor, serve(beast::tcp_stream(std::move(socket))), asio::detached);
+      tasks.spawn(serve(beast::tcp_stream(std::move(socket))), "admin session");
     }
   }
 
@@ -106,7 +107,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
 
 admin_server::admin_server(asio::any_io_executor ex, const std::string& listen, engine& e)
     : impl_(std::make_shared<impl>(ex, parse_listen(listen), e)) {
-  asio::co_spawn(ex, impl_->accept_loop(), asio::detached);
+  impl_->tasks.spawn(impl_->accept_loop(), "admin accept");
 }
 
 admin_server::~admin_server() { stop(); }
@@ -116,6 +117,7 @@ unsigned short admin_server::port() const { return impl_->acceptor.local_endpoin
 void admin_server::stop() {
   boost::system::error_code ignored;
   impl_->acceptor.close(ignored);
+  impl_->tasks.emit(asio::cancellation_type::terminal);  // sessions end with their connection
 }
 
 }  // namespace walhook::relay

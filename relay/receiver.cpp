@@ -1,10 +1,10 @@
 #include "relay/receiver.hpp"
 
+#include "common/task_group.hpp"
 #include "common/time.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -26,7 +26,10 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 struct receiver::impl : std::enable_shared_from_this<impl> {
   impl(asio::any_io_executor ex, const std::string& address, unsigned short port)
-      : executor(ex), acceptor(ex, tcp::endpoint(asio::ip::make_address(address), port)), rng(std::random_device{}()) {}
+      : executor(ex),
+        acceptor(ex, tcp::endpoint(asio::ip::make_address(address), port)),
+        rng(std::random_device{}()),
+        tasks(ex) {}
 
   struct path_state {
     receiver_behaviour behaviour;
@@ -48,6 +51,7 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
   bool stopped = false;
   std::function<void(const received_request&)> callback;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
+  task_group tasks;  ///< the accept loop and every connection's session
 
   asio::awaitable<void> accept_loop() {
     auto self = shared_from_this();
@@ -64,7 +68,7 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
         connections.remove_if([](auto& w) { return w.expired(); });
         connections.push_back(stream);
       }
-      asio::co_spawn(executor, serve(stream), asio::detached);
+      tasks.spawn(serve(stream), "receiver session");
     }
   }
 
@@ -153,7 +157,7 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
 
 receiver::receiver(asio::any_io_executor ex, const std::string& address, unsigned short port)
     : impl_(std::make_shared<impl>(ex, address, port)) {
-  asio::co_spawn(ex, impl_->accept_loop(), asio::detached);
+  impl_->tasks.spawn(impl_->accept_loop(), "receiver accept");
 }
 
 receiver::~receiver() { stop(); }
@@ -224,6 +228,7 @@ void receiver::stop() {
     std::lock_guard lock(self->mutex);
     for (auto& w : self->connections)
       if (auto s = w.lock()) s->socket().close(ignored);
+    self->tasks.emit(asio::cancellation_type::terminal);
   });
 }
 
