@@ -43,7 +43,7 @@ struct run_options {
   std::chrono::hours retention{30 * 24};               ///< outbox rows and finished deliveries are kept this long
   int retention_batch = 5000;                          ///< rows deleted per statement
   std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
-  std::chrono::milliseconds reconnect_max{1000};       ///< cap of the reconnect backoff (PostgreSQL down)
+  std::chrono::milliseconds reconnect_max{500};        ///< cap of the reconnect backoff (PostgreSQL down)
 
   std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid

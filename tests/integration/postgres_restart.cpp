@@ -106,7 +106,7 @@ void restart_under_load(const std::string& mode) {
                       pub.failures(), walhook.count_in_log("\"replication.streaming\"")));
   CHECK(walhook.count_in_log("\"replication.streaming\"") >= 3);
   for (double s : stop_s) CHECK(s < 15.0);  // far below wal_sender_timeout (60 s)
-  // The reconnect backoff is capped at 1 s: streaming resumes within about a second of the server
+  // The reconnect backoff is capped at 500 ms: streaming resumes within a second of the server
   // accepting connections (generous bound: crash recovery and a loaded machine).
   for (double s : resume_s) CHECK(s < 5.0);
   CHECK(count_in_file(test::cluster().log_path(), "replication timeout") == timeouts_before);
