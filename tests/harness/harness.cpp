@@ -142,6 +142,12 @@ receiver_thread::~receiver_thread() {
   receiver_.reset();
 }
 
+void never_answer(receiver_thread& rcv, const std::string& path) {
+  relay::receiver_behaviour never;
+  never.never_answer = true;
+  rcv->set_behaviour(path, never);
+}
+
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout, std::chrono::milliseconds every) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

@@ -79,6 +79,9 @@ class receiver_thread {
   std::thread thread_;
 };
 
+/// Makes a path of the receiver accept requests and never answer them (a hung customer).
+void never_answer(receiver_thread& rcv, const std::string& path);
+
 /// Polls `pred` until true or the timeout; returns its last value. For conditions owned by
 /// another process (PostgreSQL, walhook) that cannot notify the test.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,

@@ -23,9 +23,7 @@ TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung 
   relay::blocking_db db(url);
   test::receiver_thread rcv;
   rcv->keep_bodies(false);
-  relay::receiver_behaviour never;
-  never.never_answer = true;
-  rcv->set_behaviour("/hung", never);
+  test::never_answer(rcv, "/hung");
   std::vector<std::string> tenants;
   std::map<std::string, std::string> endpoint_path;  // endpoint id → path
   for (int i = 1; i <= 8; ++i) {

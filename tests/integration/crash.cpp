@@ -143,9 +143,7 @@ TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no custome
   relay::blocking_db db(url);
   test::receiver_thread rcv;
   rcv->keep_bodies(false);
-  relay::receiver_behaviour never;
-  never.never_answer = true;
-  rcv->set_behaviour("/hung", never);
+  test::never_answer(rcv, "/hung");
   const std::vector<std::string> healthy{"/ok1", "/ok2", "/ok3"};
   for (auto& p : healthy) test::add_endpoint(db, "t", rcv->url(p), delivery::generate_secret());
   test::add_endpoint(db, "t", rcv->url("/hung"), delivery::generate_secret());

@@ -35,9 +35,7 @@ void restart_under_load(const std::string& mode) {
   relay::blocking_db setup(url);
   test::receiver_thread rcv;
   rcv->keep_bodies(false);
-  relay::receiver_behaviour never;
-  never.never_answer = true;
-  rcv->set_behaviour("/hung", never);
+  test::never_answer(rcv, "/hung");
   test::add_endpoint(setup, "t", rcv->url("/one"), delivery::generate_secret());
   test::add_endpoint(setup, "t", rcv->url("/two"), delivery::generate_secret());
   test::add_endpoint(setup, "t", rcv->url("/hung"), delivery::generate_secret());

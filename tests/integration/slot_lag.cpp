@@ -72,9 +72,7 @@ TEST_CASE("an endpoint that never answers cannot hold the slot back; healthy end
   relay::blocking_db db(url);
   test::receiver_thread rcv;
   rcv->keep_bodies(false);
-  relay::receiver_behaviour never;
-  never.never_answer = true;
-  rcv->set_behaviour("/dead", never);
+  test::never_answer(rcv, "/dead");
   test::add_endpoint(db, "t", rcv->url("/ok1"), delivery::generate_secret());
   test::add_endpoint(db, "t", rcv->url("/ok2"), delivery::generate_secret());
   long long dead = test::add_endpoint(db, "t", rcv->url("/dead"), delivery::generate_secret());
