@@ -22,12 +22,15 @@ std::string quote_value(const std::string& v) {
 
 }  // namespace
 
-bench_cluster::bench_cluster(const std::string& url) {
+bench_cluster::bench_cluster(const std::string& url, bool durable) {
   std::string source = url;
   if (url.empty()) {
     relay::embedded_postgres_options o;
     // Commit-to-receipt latency uses the server's own commit timestamps.
     o.settings = {"track_commit_timestamp=on"};
+    // Overrides of embedded_postgres's fsync=off / full_page_writes=off defaults (later -c wins):
+    // production settings, so commits, crash recovery and restarts cost what they cost there.
+    if (durable) o.settings.insert(o.settings.end(), {"fsync=on", "synchronous_commit=on", "full_page_writes=on"});
     pg_ = std::make_unique<relay::embedded_postgres>(o);
     source = pg_->url();
   }
@@ -53,6 +56,14 @@ bench_cluster::bench_cluster(const std::string& url) {
   relay::blocking_db db(conninfo(maintenance_db_), "walhook-bench");
   version_ = std::string(db.exec("SHOW server_version").value(0, 0));
   commit_timestamps_ = db.exec("SHOW track_commit_timestamp").value(0, 0) == "on";
+  {
+    auto show = [&](const char* name) { return std::string(db.exec(std::string("SHOW ") + name).value(0, 0)); };
+    const std::string fsync = show("fsync"), sync_commit = show("synchronous_commit"), fpw = show("full_page_writes");
+    durability_ = fmt::format("fsync={}, synchronous_commit={}, full_page_writes={}", fsync, sync_commit, fpw);
+    // Every synchronous_commit level but off waits for the local WAL flush (local, remote_write,
+    // remote_apply wait for that and possibly more).
+    durable_ = fsync == "on" && fpw == "on" && sync_commit != "off";
+  }
   if (pg_) {
     postmaster_ = pg_->pid();
   } else {
@@ -96,9 +107,10 @@ void bench_cluster::drop_database(const std::string& name) {
 }
 
 std::string bench_cluster::description() const {
-  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host (fsync=off, track_commit_timestamp=on)", version_);
-  return fmt::format("PostgreSQL {} at {}{}", version_, host_.empty() ? "local socket" : host_,
-                     postmaster_ ? " (on this host)" : "");
+  const std::string durability = (durable_ ? "durable: " : "NOT durable: ") + durability_;
+  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host ({}; track_commit_timestamp=on)", version_, durability);
+  return fmt::format("PostgreSQL {} at {}{} ({}; track_commit_timestamp={})", version_, host_.empty() ? "local socket" : host_,
+                     postmaster_ ? " (on this host)" : "", durability, commit_timestamps_ ? "on" : "off");
 }
 
 void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot) {

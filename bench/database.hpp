@@ -1,8 +1,10 @@
 #pragma once
 // The PostgreSQL server a benchmark runs against: the one given by --database-url, or a
-// throwaway cluster (relay::embedded_postgres, like `walhook demo`) with commit timestamps on.
-// Every trial gets a fresh database (and, for walhook, its own replication slot), dropped
-// afterwards so no slot keeps WAL from one trial to the next.
+// throwaway cluster (relay::embedded_postgres, like `walhook demo`) with commit timestamps on,
+// durable by default (fsync, synchronous_commit and full_page_writes on, as in production) or,
+// with --no-durable, with fsync and full_page_writes off. Every trial gets a fresh database (and,
+// for walhook, its own replication slot), dropped afterwards so no slot keeps WAL from one trial
+// to the next.
 //
 // Blocking (libpq, fork/exec): used from the bench's main thread between trials.
 
@@ -17,9 +19,11 @@ namespace walhook::bench {
 
 class bench_cluster {
  public:
-  /// url "" starts a throwaway cluster. Otherwise the role must be allowed to CREATE DATABASE
-  /// and to use replication (walhook's needs anyway).
-  explicit bench_cluster(const std::string& url);
+  /// url "" starts a throwaway cluster, durable (fsync=on, synchronous_commit=on,
+  /// full_page_writes=on) unless `durable` is false (fsync=off, full_page_writes=off). Otherwise
+  /// the role must be allowed to CREATE DATABASE and to use replication (walhook's needs anyway),
+  /// and `durable` is ignored: the server's own settings are reported.
+  explicit bench_cluster(const std::string& url, bool durable = true);
   ~bench_cluster();
 
   /// A connection string (libpq key=value) for `database` on this server.
@@ -40,7 +44,10 @@ class bench_cluster {
   /// (pg_xact_commit_timestamp); otherwise from the client right after COMMIT returns.
   bool commit_timestamps() const { return commit_timestamps_; }
   bool embedded() const { return pg_ != nullptr; }
-  /// A short description for the report ("embedded PostgreSQL 15.x, fsync=off" or the host).
+  /// fsync, synchronous_commit and full_page_writes are all on (as the server reported them).
+  bool durable() const { return durable_; }
+  /// A short description for the report: where the server is, and whether it is durable
+  /// ("durable: fsync=on, synchronous_commit=on, full_page_writes=on" or "NOT durable: fsync=off, …").
   std::string description() const;
 
  private:
@@ -50,6 +57,8 @@ class bench_cluster {
   std::string host_;
   pid_t postmaster_ = 0;
   std::string version_;
+  std::string durability_;  ///< "fsync=on, synchronous_commit=on, full_page_writes=on"
+  bool durable_ = false;
   bool commit_timestamps_ = false;
 };
 

@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
                   "PostgreSQL to use (needs CREATEDB and replication; the bench creates and drops databases "
                   "walhook_bench_*); default: a throwaway cluster")
       ->envname("WALHOOK_DATABASE_URL");
+  bool durable = true;
+  run->add_flag("--durable,!--no-durable", durable,
+                "Throwaway cluster: fsync=on, synchronous_commit=on, full_page_writes=on (production; the default), or "
+                "with --no-durable fsync=off, full_page_writes=off. Ignored with --database-url (its settings are reported)");
   run->add_option("--walhook", walhook_binary, "The walhook binary under test")->capture_default_str();
   std::string walhook_label;
   run->add_option("--walhook-label", walhook_label, "How to name the walhook under test in the report (default: git describe of this source tree)");
@@ -143,7 +147,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(settings.log_dir);
 
     if (!quiet) std::cerr << (database_url.empty() ? "starting a throwaway PostgreSQL …\n" : "connecting …\n");
-    bench_cluster cluster(database_url);
+    bench_cluster cluster(database_url, durable);
     trial_runner runner(cluster, settings);
     const auto started = std::chrono::steady_clock::now();
     const std::string suite_began = now_iso(), suite_load_before = load_average();
