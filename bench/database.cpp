@@ -110,7 +110,28 @@ std::string bench_cluster::description() const {
   const std::string durability = (durable_ ? "durable: " : "NOT durable: ") + durability_;
   if (pg_) return fmt::format("throwaway PostgreSQL {} on this host ({}; track_commit_timestamp=on)", version_, durability);
   return fmt::format("PostgreSQL {} at {}{} ({}; track_commit_timestamp={})", version_, host_.empty() ? "local socket" : host_,
-                     postmaster_ ? " (on this host)" : "", durability, commit_timestamps_ ? "on" : "off");
+                     postmaster_.load() ? " (on this host)" : "", durability, commit_timestamps_ ? "on" : "off");
+}
+
+double bench_cluster::postgres_cpu_seconds() const {
+  if (!pg_ && postmaster_.load() == 0) return -1;
+  const pid_t pm = postmaster_.load();
+  return retired_cpu_.load() + (pm ? tree_cpu_seconds(pm) : 0);
+}
+
+bool bench_cluster::stop_server(const std::string& mode) {
+  if (!pg_) throw std::logic_error("stop_server: only the throwaway cluster can be stopped (no --database-url)");
+  // What the instance used until now; the stop itself (a shutdown checkpoint) is not counted.
+  if (const pid_t pm = postmaster_.load()) retired_cpu_ = retired_cpu_.load() + tree_cpu_seconds(pm);
+  postmaster_ = 0;
+  return pg_->stop(mode);
+}
+
+bool bench_cluster::start_server() {
+  if (!pg_) throw std::logic_error("start_server: only the throwaway cluster can be started (no --database-url)");
+  bool ok = pg_->start();
+  postmaster_ = pg_->pid();
+  return ok;
 }
 
 void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot) {
