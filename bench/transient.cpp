@@ -677,7 +677,10 @@ scenario_report pg_restart_report(trial_runner& runner, const scenario_options& 
     if (record_all) w.walhook_args = {"--record=all"};
     return v;
   };
-  const std::vector<variant> variants{make(o.restart_rate, o.restarts, false), make(o.restart_rate, 1, true), make(0, 1, false)};
+  // The --record=all variant restarts as often as the main one: whether the stop hangs depends on
+  // what is in flight at that instant (with walhook 81e449c: 0.2 s and 61 s in one run).
+  const std::vector<variant> variants{make(o.restart_rate, o.restarts, false), make(o.restart_rate, o.restarts, true),
+                                      make(0, 1, false)};
   std::vector<workload> ws;
   for (const auto& v : variants) ws.push_back(v.w);
   auto make_control = [&o, &variants](const workload& w) -> controller {
