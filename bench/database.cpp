@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace walhook::bench {
 namespace {
@@ -121,10 +123,26 @@ double bench_cluster::postgres_cpu_seconds() const {
 
 bool bench_cluster::stop_server(const std::string& mode) {
   if (!pg_) throw std::logic_error("stop_server: only the throwaway cluster can be stopped (no --database-url)");
-  // What the instance used until now; the stop itself (a shutdown checkpoint) is not counted.
-  if (const pid_t pm = postmaster_.load()) retired_cpu_ = retired_cpu_.load() + tree_cpu_seconds(pm);
+  // The instance's CPU is sampled while it stops: a shutdown can take long and cost a lot (a
+  // walsender waiting for a confirmation spins for up to wal_sender_timeout). What it uses in the
+  // last 50 ms before it exits is not counted.
+  const pid_t pm = postmaster_.load();
+  std::atomic<bool> done{false};
+  std::atomic<double> last{pm ? tree_cpu_seconds(pm) : 0.0};
+  std::thread watch([&] {
+    while (!done.load()) {
+      if (pm) {
+        if (double cpu = tree_cpu_seconds(pm); cpu > last.load()) last = cpu;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const bool ok = pg_->stop(mode);
+  done = true;
+  watch.join();
   postmaster_ = 0;
-  return pg_->stop(mode);
+  retired_cpu_ = retired_cpu_.load() + last.load();
+  return ok;
 }
 
 bool bench_cluster::start_server() {

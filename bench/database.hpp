@@ -42,8 +42,8 @@ class bench_cluster {
   /// restarted; 0 while it is stopped. Any thread.
   pid_t postmaster_pid() const { return postmaster_.load(); }
   /// CPU seconds of the whole server so far (postmaster, backends, walsenders), every instance
-  /// since this object was created (a restarted cluster counts its earlier lives until their
-  /// stop began); −1 when the server is not on this host.
+  /// since this object was created (a restarted cluster counts its earlier lives, their stop
+  /// included, to within 50 ms); −1 when the server is not on this host.
   double postgres_cpu_seconds() const;
   /// SHOW server_version.
   const std::string& server_version() const { return version_; }
