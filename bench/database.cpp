@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace walhook::bench {
 namespace {
@@ -22,12 +24,15 @@ std::string quote_value(const std::string& v) {
 
 }  // namespace
 
-bench_cluster::bench_cluster(const std::string& url) {
+bench_cluster::bench_cluster(const std::string& url, bool durable) {
   std::string source = url;
   if (url.empty()) {
     relay::embedded_postgres_options o;
     // Commit-to-receipt latency uses the server's own commit timestamps.
     o.settings = {"track_commit_timestamp=on"};
+    // Overrides of embedded_postgres's fsync=off / full_page_writes=off defaults (later -c wins):
+    // production settings, so commits, crash recovery and restarts cost what they cost there.
+    if (durable) o.settings.insert(o.settings.end(), {"fsync=on", "synchronous_commit=on", "full_page_writes=on"});
     pg_ = std::make_unique<relay::embedded_postgres>(o);
     source = pg_->url();
   }
@@ -53,6 +58,14 @@ bench_cluster::bench_cluster(const std::string& url) {
   relay::blocking_db db(conninfo(maintenance_db_), "walhook-bench");
   version_ = std::string(db.exec("SHOW server_version").value(0, 0));
   commit_timestamps_ = db.exec("SHOW track_commit_timestamp").value(0, 0) == "on";
+  {
+    auto show = [&](const char* name) { return std::string(db.exec(std::string("SHOW ") + name).value(0, 0)); };
+    const std::string fsync = show("fsync"), sync_commit = show("synchronous_commit"), fpw = show("full_page_writes");
+    durability_ = fmt::format("fsync={}, synchronous_commit={}, full_page_writes={}", fsync, sync_commit, fpw);
+    // Every synchronous_commit level but off waits for the local WAL flush (local, remote_write,
+    // remote_apply wait for that and possibly more).
+    durable_ = fsync == "on" && fpw == "on" && sync_commit != "off";
+  }
   if (pg_) {
     postmaster_ = pg_->pid();
   } else {
@@ -96,9 +109,47 @@ void bench_cluster::drop_database(const std::string& name) {
 }
 
 std::string bench_cluster::description() const {
-  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host (fsync=off, track_commit_timestamp=on)", version_);
-  return fmt::format("PostgreSQL {} at {}{}", version_, host_.empty() ? "local socket" : host_,
-                     postmaster_ ? " (on this host)" : "");
+  const std::string durability = (durable_ ? "durable: " : "NOT durable: ") + durability_;
+  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host ({}; track_commit_timestamp=on)", version_, durability);
+  return fmt::format("PostgreSQL {} at {}{} ({}; track_commit_timestamp={})", version_, host_.empty() ? "local socket" : host_,
+                     postmaster_.load() ? " (on this host)" : "", durability, commit_timestamps_ ? "on" : "off");
+}
+
+double bench_cluster::postgres_cpu_seconds() const {
+  if (!pg_ && postmaster_.load() == 0) return -1;
+  const pid_t pm = postmaster_.load();
+  return retired_cpu_.load() + (pm ? tree_cpu_seconds(pm) : 0);
+}
+
+bool bench_cluster::stop_server(const std::string& mode) {
+  if (!pg_) throw std::logic_error("stop_server: only the throwaway cluster can be stopped (no --database-url)");
+  // The instance's CPU is sampled while it stops: a shutdown can take long and cost a lot (a
+  // walsender waiting for a confirmation spins for up to wal_sender_timeout). What it uses in the
+  // last 50 ms before it exits is not counted.
+  const pid_t pm = postmaster_.load();
+  std::atomic<bool> done{false};
+  std::atomic<double> last{pm ? tree_cpu_seconds(pm) : 0.0};
+  std::thread watch([&] {
+    while (!done.load()) {
+      if (pm) {
+        if (double cpu = tree_cpu_seconds(pm); cpu > last.load()) last = cpu;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const bool ok = pg_->stop(mode);
+  done = true;
+  watch.join();
+  postmaster_ = 0;
+  retired_cpu_ = retired_cpu_.load() + last.load();
+  return ok;
+}
+
+bool bench_cluster::start_server() {
+  if (!pg_) throw std::logic_error("start_server: only the throwaway cluster can be started (no --database-url)");
+  bool ok = pg_->start();
+  postmaster_ = pg_->pid();
+  return ok;
 }
 
 void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot) {

@@ -46,6 +46,7 @@ load_generator::load_generator(generator_options options) : options_(std::move(o
   options_.connections = std::max(1, options_.connections);
   for (const auto& s : options_.schedule) {
     step_first_txn_.push_back(total_txns_);
+    total_duration_ += s.duration;
     double txns = s.events_per_second / options_.rows_per_commit * static_cast<double>(s.duration.count()) / 1000.0;
     total_txns_ += static_cast<std::int64_t>(std::llround(txns));
   }
@@ -85,6 +86,12 @@ void load_generator::start() {
 }
 
 void load_generator::stop() { stop_ = true; }
+
+bool load_generator::finished() const {
+  if (finished_threads_.load() != options_.connections) return false;
+  // Threads end after the last transaction; an idle tail of the schedule still has to pass.
+  return stop_ || !go_ || std::chrono::steady_clock::now() >= start_steady_ + total_duration_;
+}
 
 void load_generator::join() {
   for (auto& t : threads_)
@@ -201,10 +208,12 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
       out->txns.push_back(rec);
       committed_events_ += rec.rows;
       committed_deliveries_ += deliveries;
+      ++ended_;
     } catch (const std::exception& e) {
       // The server went away or refused: count it, reconnect, carry on with the schedule.
       if (out->error.empty()) out->error = e.what();
       ++failed_;
+      ++ended_;
       db.reset();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -20,7 +20,8 @@
 
 namespace walhook::bench {
 
-/// A stretch of the schedule at one rate.
+/// A stretch of the schedule at one rate. A rate of 0 is an idle stretch: nothing is committed,
+/// and the schedule still lasts until its end (scenarios act on the relay or the server then).
 struct rate_step {
   std::chrono::milliseconds duration{0};
   double events_per_second = 0;
@@ -75,7 +76,8 @@ class load_generator {
   void stop();
   /// Waits for the threads (after the schedule ended or stop()).
   void join();
-  bool finished() const { return finished_threads_.load() == options_.connections; }
+  /// Every transaction was sent and the schedule's time is over (or stop() was called).
+  bool finished() const;
 
   /// System-clock µs of the schedule's start (the first transaction's due time).
   std::int64_t start_us() const { return start_us_; }
@@ -83,6 +85,8 @@ class load_generator {
   std::int64_t committed_events() const { return committed_events_.load(); }
   std::int64_t committed_deliveries() const { return committed_deliveries_.load(); }
   std::int64_t failed_transactions() const { return failed_.load(); }
+  /// Transactions that have ended so far, committed or failed.
+  std::int64_t ended_transactions() const { return ended_.load(); }
   /// How many transactions were sent later than 1 ms after their due time (generator-bound).
   std::int64_t late_transactions() const { return late_.load(); }
   /// Transactions of the whole schedule.
@@ -106,6 +110,7 @@ class load_generator {
   generator_options options_;
   std::vector<std::int64_t> step_first_txn_;  ///< first transaction number of each step
   std::int64_t total_txns_ = 0;
+  std::chrono::milliseconds total_duration_{0};  ///< of the whole schedule, idle steps included
   std::int64_t start_us_ = 0;
   std::chrono::steady_clock::time_point start_steady_{};
   std::atomic<std::int64_t> next_{0};
@@ -116,6 +121,7 @@ class load_generator {
   std::atomic<std::int64_t> committed_events_{0};
   std::atomic<std::int64_t> committed_deliveries_{0};
   std::atomic<std::int64_t> failed_{0};
+  std::atomic<std::int64_t> ended_{0};
   std::atomic<std::int64_t> late_{0};
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<worker_result>> results_;

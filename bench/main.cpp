@@ -24,6 +24,9 @@ using namespace walhook::bench;
 
 std::string now_iso() { return format_iso8601(system_now()); }
 
+double seconds_of(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+std::chrono::milliseconds milliseconds_of(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
+
 std::string source_version() {
   std::string out;
   if (relay::run_process({"git", "-C", WALHOOK_SOURCE_DIR, "describe", "--always", "--dirty"}, "", out) != 0) return {};
@@ -60,10 +63,13 @@ int main(int argc, char** argv) {
   long long deadline_ms = 5000, poll_interval_ms = 500;
   bool quiet = false;
 
-  auto* run = app.add_subcommand("run", "Run a scenario (or all) and write <out>/<scenario>.{md,json} and PNG plots");
+  auto* run = app.add_subcommand("run", "Run a scenario (or a suite) and write <out>/<scenario>.{md,json} and PNG plots");
   std::vector<std::string> choices = scenario_names();
   choices.push_back("all");
-  run->add_option("scenario", scenario, "steady | max | fanout | noisy-neighbour | recovery | custom | all")
+  choices.push_back("transient");
+  run->add_option("scenario", scenario,
+                  "steady | max | fanout | noisy-neighbour | recovery | custom | catchup | crash-hung | pg-restart | "
+                  "all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
       ->required()
       ->check(CLI::IsMember(choices));
   run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
@@ -72,6 +78,10 @@ int main(int argc, char** argv) {
                   "PostgreSQL to use (needs CREATEDB and replication; the bench creates and drops databases "
                   "walhook_bench_*); default: a throwaway cluster")
       ->envname("WALHOOK_DATABASE_URL");
+  bool durable = true;
+  run->add_flag("--durable,!--no-durable", durable,
+                "Throwaway cluster: fsync=on, synchronous_commit=on, full_page_writes=on (production; the default), or "
+                "with --no-durable fsync=off, full_page_writes=off. Ignored with --database-url (its settings are reported)");
   run->add_option("--walhook", walhook_binary, "The walhook binary under test")->capture_default_str();
   std::string walhook_label;
   run->add_option("--walhook-label", walhook_label, "How to name the walhook under test in the report (default: git describe of this source tree)");
@@ -103,6 +113,39 @@ int main(int argc, char** argv) {
   run->add_option("--fanout", so.custom_fanout, "custom: endpoints per event (per tenant)")->capture_default_str();
   run->add_option("--tenants", so.tenants, "custom: tenants (default endpoints / fanout; extra tenants have no endpoint)");
   run->add_option("--behaviour", so.behaviour, "custom: immediate | delay:MS | error:RATE | never")->capture_default_str();
+  std::string catchup_from = "slot,table";
+  run->add_option("--catchup-from", catchup_from, "catchup: variants, comma-separated: slot (walhook down), table (endpoint down)")
+      ->capture_default_str();
+  run->add_option("--catchup-rate", so.catchup_rate, "catchup slot: events/s committed while walhook is down")->capture_default_str();
+  double catchup_down_s = seconds_of(so.catchup_down), catchup_max_s = seconds_of(so.catchup_max);
+  run->add_option("--catchup-down-s", catchup_down_s, "catchup slot: seconds walhook is down")->capture_default_str();
+  run->add_option("--catchup-live-rate", so.catchup_live_rate, "catchup slot: events/s once walhook runs")->capture_default_str();
+  run->add_option("--catchup-connections", so.catchup_connections,
+                  "catchup slot: generator connections (one-row durable commits at 3,000/s need more than 4)")
+      ->capture_default_str();
+  run->add_option("--catchup-max-s", catchup_max_s, "catchup: bound on each wait (catch-up, pile-up; the drain gets twice this)")
+      ->capture_default_str();
+  run->add_option("--catchup-backlog", so.catchup_backlog, "catchup table: pending deliveries of the down endpoint")->capture_default_str();
+  run->add_option("--catchup-backlog-txns", so.catchup_backlog_txns, "catchup table: … inserted in this many transactions")
+      ->capture_default_str();
+  run->add_option("--catchup-table-live-rate", so.catchup_table_live_rate, "catchup table: events/s over the 4 healthy endpoints")
+      ->capture_default_str();
+  run->add_option("--crash-rate", so.crash_rate, "crash-hung: events/s (each to all 4 endpoints)")->capture_default_str();
+  double crash_measure_s = seconds_of(so.crash_measure);
+  run->add_option("--crash-measure-s", crash_measure_s, "crash-hung: seconds of load")->capture_default_str();
+  run->add_option("--crash-kills", so.crash_kills, "crash-hung: kill -9 of walhook, this many times")->capture_default_str()->check(CLI::Range(1, 100));
+  long long crash_interval_ms = so.crash_interval.count(), crash_down_ms = so.crash_down.count();
+  run->add_option("--crash-interval-ms", crash_interval_ms, "crash-hung: time between kills (the first this long after the start)")
+      ->capture_default_str();
+  run->add_option("--crash-down-ms", crash_down_ms, "crash-hung: walhook is restarted this long after each kill")->capture_default_str();
+  run->add_option("--restart-rate", so.restart_rate, "pg-restart: events/s over 2 endpoints")->capture_default_str();
+  run->add_option("--restarts", so.restarts, "pg-restart: PostgreSQL restarts under load")->capture_default_str()->check(CLI::Range(1, 100));
+  run->add_option("--restart-mode", so.restart_mode, "pg-restart: stop mode")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smart", "fast", "immediate"}));
+  double restart_streaming_s = seconds_of(so.restart_streaming);
+  run->add_option("--restart-streaming-s", restart_streaming_s, "pg-restart: seconds of load between walhook streaming again and the next restart")
+      ->capture_default_str();
   run->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   try {
@@ -131,6 +174,24 @@ int main(int argc, char** argv) {
   so.step = std::chrono::milliseconds(step_ms);
   so.down = std::chrono::milliseconds(down_ms);
   so.kill_after = std::chrono::milliseconds(kill_after_ms);
+  {
+    so.catchup_from.clear();
+    std::stringstream ss(catchup_from);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item != "slot" && item != "table") {
+        std::cerr << "walhook-bench: --catchup-from: unknown variant '" << item << "' (slot, table)\n";
+        return 2;
+      }
+      so.catchup_from.push_back(item);
+    }
+  }
+  so.catchup_down = milliseconds_of(catchup_down_s);
+  so.catchup_max = milliseconds_of(catchup_max_s);
+  so.crash_measure = milliseconds_of(crash_measure_s);
+  so.crash_interval = std::chrono::milliseconds(crash_interval_ms);
+  so.crash_down = std::chrono::milliseconds(crash_down_ms);
+  so.restart_streaming = milliseconds_of(restart_streaming_s);
   settings.walhook_binary = walhook_binary;
   settings.deadline = std::chrono::milliseconds(deadline_ms);
   settings.poll_interval = std::chrono::milliseconds(poll_interval_ms);
@@ -143,12 +204,12 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(settings.log_dir);
 
     if (!quiet) std::cerr << (database_url.empty() ? "starting a throwaway PostgreSQL …\n" : "connecting …\n");
-    bench_cluster cluster(database_url);
+    bench_cluster cluster(database_url, durable);
     trial_runner runner(cluster, settings);
     const auto started = std::chrono::steady_clock::now();
     const std::string suite_began = now_iso(), suite_load_before = load_average();
-    std::vector<std::string> names = scenario == "all" ? std::vector<std::string>{"steady", "max", "fanout", "noisy-neighbour", "recovery"}
-                                                       : std::vector<std::string>{scenario};
+    const bool suite = !suite_scenarios(scenario).empty();
+    std::vector<std::string> names = suite ? suite_scenarios(scenario) : std::vector<std::string>{scenario};
     std::vector<scenario_report> reports;
     for (const auto& name : names) {
       const std::string began = now_iso(), load_before = load_average();
@@ -170,14 +231,17 @@ int main(int argc, char** argv) {
       }
       reports.push_back(std::move(r));
     }
-    if (scenario == "all") {
-      std::ofstream md(out_dir + "/summary.md");
-      scenario_report suite = reports.front();  // machine and database are the same for all
-      suite.started_at = suite_began;
-      suite.load_before = suite_load_before;
-      suite.finished_at = reports.back().finished_at;
-      suite.load_after = reports.back().load_after;
-      md << "# walhook-bench: all scenarios\n\n`" << command_line(argc, argv) << "`\n\n" << markdown_machine(suite) << "\n";
+    if (suite) {
+      // summary.md for all, transient-summary.md for transient.
+      const std::string summary = scenario == "all" ? "summary.md" : scenario + "-summary.md";
+      std::ofstream md(out_dir + "/" + summary);
+      scenario_report suite_report = reports.front();  // machine and database are the same for all
+      suite_report.started_at = suite_began;
+      suite_report.load_before = suite_load_before;
+      suite_report.finished_at = reports.back().finished_at;
+      suite_report.load_after = reports.back().load_after;
+      md << "# walhook-bench: " << (scenario == "all" ? "all scenarios" : scenario + " scenarios") << "\n\n`"
+         << command_line(argc, argv) << "`\n\n" << markdown_machine(suite_report) << "\n";
       for (const auto& r : reports) {
         md << "## " << r.scenario << "\n\n";
         for (const auto& f : r.findings) md << "* " << f << "\n";
@@ -185,7 +249,7 @@ int main(int argc, char** argv) {
       }
       md << fmt::format("Suite wall time: {:.0f} s.\n",
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-      if (!quiet) std::cerr << "wrote " << out_dir << "/summary.md\n";
+      if (!quiet) std::cerr << "wrote " << out_dir << "/" << summary << "\n";
     }
     if (!quiet)
       std::cerr << fmt::format("done in {:.0f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -48,6 +48,16 @@ std::string pct(const trial_group& g, double q, const std::function<double(const
   return (bound ? "≥ " : "") + ms(v);
 }
 
+/// Figure names of every disruption of the scenario, in first-seen order.
+std::vector<std::string> disruption_keys(const scenario_report& r) {
+  std::vector<std::string> keys;
+  for (const auto& t : r.trials)
+    for (const auto& d : t.disruptions)
+      for (const auto& [k, v] : d.figures)
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  return keys;
+}
+
 std::set<std::string> extra_keys(const scenario_report& r) {
   std::set<std::string> keys;
   for (const auto& t : r.trials)
@@ -98,7 +108,17 @@ void write_trial(json_writer& j, const trial_result& t) {
   j.field("bench_process", static_cast<std::int64_t>(t.rss_bench_kib));
   j.end_object();
   j.field("max_slot_lag_bytes", t.max_slot_lag_bytes).field("max_sent_lag_bytes", t.max_sent_lag_bytes);
+  j.key("max_slot_lag_s").number(t.max_slot_lag_s);
   j.field("max_backlog", t.max_backlog);
+  j.field("in_doubt_events", t.in_doubt_events);
+  j.key("disruptions").begin_array();
+  for (const auto& d : t.disruptions) {
+    j.begin_object().field("what", d.what);
+    j.key("at_s").number(d.at_s);
+    for (const auto& [k, v] : d.figures) j.key(k).number(v);
+    j.end_object();
+  }
+  j.end_array();
   j.key("extra").begin_object();
   for (const auto& [k, v] : t.extra) j.key(k).number(v);
   j.end_object();
@@ -113,6 +133,7 @@ void write_trial(json_writer& j, const trial_result& t) {
     j.begin_object();
     j.key("t_s").number(s.t_s);
     j.field("backlog", s.backlog).field("slot_lag_bytes", s.slot_lag_bytes).field("unsent_bytes", s.sent_lag_bytes);
+    j.key("slot_lag_s").number(s.slot_lag_s);
     j.field("watched_pending", s.pending);
     j.end_object();
   }
@@ -192,11 +213,13 @@ std::string markdown_tables(const scenario_report& r) {
         "walsender in parentheses); \"other load\": CPU the rest of the machine used meanwhile (other people's builds "
         "and tests; approximate); CPU per 1,000 deliveries of relay + PostgreSQL (the application's inserts "
         "included); peak resident memory; the largest slot lag (and the part the walsender had not sent yet) and "
-        "delivery backlog, sampled every 250 ms. The polling relays run inside the bench process (their CPU is their "
+        "delivery backlog, sampled every 250 ms; slot lag in seconds is the age of the oldest WAL the slot had not "
+        "confirmed (from the sampled LSNs). The polling relays run inside the bench process (their CPU is their "
         "thread's; their memory is the bench's).\n\n";
   md += "| variant | relay | CPU relay s | CPU PostgreSQL s (walsender) | CPU receiver s | CPU generator s | other load s | "
-        "relay+PG CPU ms / 1k deliveries | RSS relay MiB | RSS PostgreSQL MiB | max slot lag MiB (unsent) | max backlog |\n";
-  md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "relay+PG CPU ms / 1k deliveries | RSS relay MiB | RSS PostgreSQL MiB | max slot lag MiB (unsent) | max slot lag s | "
+        "max backlog |\n";
+  md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& g : groups) {
     double per_k = median_of(g, [](const trial_result& t) {
       return t.delivered_total > 0 ? (t.cpu_relay + std::max(0.0, t.cpu_postgres)) * 1e6 / static_cast<double>(t.delivered_total) : 0;
@@ -206,7 +229,8 @@ std::string markdown_tables(const scenario_report& r) {
     double walsender = median_of(g, [](const trial_result& t) { return t.cpu_walsender; });
     // A difference of independently sampled counters: slightly negative means none.
     double other = median_of(g, [](const trial_result& t) { return t.cpu_machine_other; });
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.variant, g.relay,
+    double lag_s = median_of(g, [](const trial_result& t) { return t.max_slot_lag_s; });
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.variant, g.relay,
                       num(median_of(g, [](const trial_result& t) { return t.cpu_relay; }), 2),
                       num(median_of(g, [](const trial_result& t) { return t.cpu_postgres; }), 2) +
                           (walsender >= 0 ? " (" + num(walsender, 2) + ")" : ""),
@@ -217,26 +241,78 @@ std::string markdown_tables(const scenario_report& r) {
                                            : "(in bench)",
                       mib(median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_postgres_kib); })),
                       lag >= 0 ? fmt::format("{:.2f} ({:.2f})", lag / 1048576.0, std::max(0.0, unsent) / 1048576.0) : "—",
+                      lag_s >= 0 ? num(lag_s, 2) : "—",
                       num(median_of(g, [](const trial_result& t) { return static_cast<double>(t.max_backlog); })));
   }
-  auto keys = extra_keys(r);
-  if (!keys.empty()) {
-    md += "\nScenario figures (medians over runs):\n\n| variant | relay | runs |";
-    std::string rule = "|---|---|---|";
-    for (const auto& k : keys) {
+  if (std::any_of(r.trials.begin(), r.trials.end(), [](const trial_result& t) { return !t.disruptions.empty(); })) {
+    const auto dkeys = disruption_keys(r);
+    md += "\nWhat the scenario did during each run, and what it measured about each step (every run, not medians; "
+          "times in seconds since the load started):\n\n| variant | relay | run | # | what | at s |";
+    std::string rule = "|---|---|---|---|---|---|";
+    for (const auto& k : dkeys) {
       md += " " + k + " |";
       rule += "---|";
     }
     md += "\n" + rule + "\n";
-    for (const auto& g : groups) {
-      md += fmt::format("| {} | {} | {} |", g.variant, g.relay, g.runs.size());
-      for (const auto& k : keys) {
-        std::vector<double> v;
-        for (const auto* t : g.runs)
-          if (auto it = t->extra.find(k); it != t->extra.end()) v.push_back(it->second);
-        md += v.empty() ? " — |" : " " + (std::abs(median(v)) >= 100 ? num(median(v)) : num(median(v), 2)) + " |";
+    for (const auto& t : r.trials)
+      for (std::size_t i = 0; i < t.disruptions.size(); ++i) {
+        const auto& d = t.disruptions[i];
+        md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} |", t.variant, t.relay, t.run + 1, i + 1, d.what, d.at_s);
+        for (const auto& k : dkeys) {
+          auto it = std::find_if(d.figures.begin(), d.figures.end(), [&](const auto& f) { return f.first == k; });
+          md += it == d.figures.end() ? " — |" : " " + (std::abs(it->second) >= 100 ? num(it->second) : num(it->second, 2)) + " |";
+        }
+        md += "\n";
       }
-      md += "\n";
+  }
+  // Scenario figures: one table per set of groups with the same figures (variants of one
+  // scenario can measure different things); with many figures, one row per figure.
+  auto figure = [](const trial_group& g, const std::string& k) -> std::string {
+    std::vector<double> v;
+    for (const auto* t : g.runs)
+      if (auto it = t->extra.find(k); it != t->extra.end()) v.push_back(it->second);
+    if (v.empty()) return "—";
+    const double m = median(v);
+    return std::abs(m) >= 100 ? num(m) : num(m, 2);
+  };
+  std::vector<std::pair<std::set<std::string>, std::vector<const trial_group*>>> tables;
+  for (const auto& g : groups) {
+    std::set<std::string> keys;
+    for (const auto* t : g.runs)
+      for (const auto& [k, v] : t->extra) keys.insert(k);
+    if (keys.empty()) continue;
+    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& x) { return x.first == keys; });
+    if (it == tables.end()) tables.push_back({keys, {&g}});
+    else it->second.push_back(&g);
+  }
+  for (const auto& [keys, members] : tables) {
+    md += "\nScenario figures (medians over runs):\n\n";
+    if (keys.size() <= 8) {
+      md += "| variant | relay | runs |";
+      std::string rule = "|---|---|---|";
+      for (const auto& k : keys) {
+        md += " " + k + " |";
+        rule += "---|";
+      }
+      md += "\n" + rule + "\n";
+      for (const auto* g : members) {
+        md += fmt::format("| {} | {} | {} |", g->variant, g->relay, g->runs.size());
+        for (const auto& k : keys) md += " " + figure(*g, k) + " |";
+        md += "\n";
+      }
+    } else {
+      md += "| figure |";
+      std::string rule = "|---|";
+      for (const auto* g : members) {
+        md += fmt::format(" {} / {} ({} run{}) |", g->variant, g->relay, g->runs.size(), g->runs.size() == 1 ? "" : "s");
+        rule += "---|";
+      }
+      md += "\n" + rule + "\n";
+      for (const auto& k : keys) {
+        md += "| " + k + " |";
+        for (const auto* g : members) md += " " + figure(*g, k) + " |";
+        md += "\n";
+      }
     }
   }
   if (!r.findings.empty()) {
@@ -295,6 +371,7 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
       m("rss_relay_kib", [](const trial_result& t) { return static_cast<double>(t.rss_relay_kib); });
       m("rss_postgres_kib", [](const trial_result& t) { return static_cast<double>(t.rss_postgres_kib); });
       m("max_slot_lag_bytes", [](const trial_result& t) { return static_cast<double>(t.max_slot_lag_bytes); });
+      m("max_slot_lag_s", [](const trial_result& t) { return t.max_slot_lag_s; });
       m("max_sent_lag_bytes", [](const trial_result& t) { return static_cast<double>(t.max_sent_lag_bytes); });
       m("cpu_walsender_s", [](const trial_result& t) { return t.cpu_walsender; });
       m("max_backlog", [](const trial_result& t) { return static_cast<double>(t.max_backlog); });

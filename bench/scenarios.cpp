@@ -1,5 +1,8 @@
 #include "bench/scenarios.hpp"
 
+#include "bench/scenario_support.hpp"
+#include "bench/transient.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,14 +13,41 @@
 #include <thread>
 
 namespace walhook::bench {
-namespace {
-
-using std::chrono::milliseconds;
 
 std::string rate_label(double r) {
   return r >= 1000 && std::fmod(r, 1000) == 0 ? fmt::format("{},000 ev/s", static_cast<int>(r / 1000))
                                               : fmt::format("{:.0f} ev/s", r);
 }
+
+const trial_group* find_group(const std::vector<trial_group>& groups, const std::string& variant, const std::string& relay) {
+  for (const auto& g : groups)
+    if (g.variant == variant && g.relay == relay) return &g;
+  return nullptr;
+}
+
+std::string met(bool ok) { return ok ? "**met**" : "**missed**"; }
+
+std::int64_t system_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void run_all(scenario_report& report, trial_runner& runner, const scenario_options& o, const std::vector<workload>& ws,
+             const std::vector<relay_kind>& relays, const std::function<controller(const workload&)>& make_control) {
+  for (int run = 0; run < o.runs; ++run)
+    for (const auto& w : ws)
+      for (auto kind : relays) {
+        try {
+          report.trials.push_back(runner.run(report.scenario, w, kind, run, make_control ? make_control(w) : controller{}));
+        } catch (const std::exception& e) {
+          std::cerr << "\n  trial failed: " << e.what() << "\n";
+          report.findings.push_back(fmt::format("{} / {} run {} failed: {}", w.variant, to_string(kind), run + 1, e.what()));
+        }
+      }
+}
+
+namespace {
+
+using std::chrono::milliseconds;
 
 workload base_workload(const scenario_options& o, double rate, int endpoints, int fanout) {
   workload w;
@@ -31,28 +61,6 @@ workload base_workload(const scenario_options& o, double rate, int endpoints, in
   return w;
 }
 
-const trial_group* find_group(const std::vector<trial_group>& groups, const std::string& variant, const std::string& relay) {
-  for (const auto& g : groups)
-    if (g.variant == variant && g.relay == relay) return &g;
-  return nullptr;
-}
-
-std::string met(bool ok) { return ok ? "**met**" : "**missed**"; }
-
-/// Runs every workload × relay × run, interleaving relays within a run.
-void run_all(scenario_report& report, trial_runner& runner, const scenario_options& o, const std::vector<workload>& ws,
-             const std::vector<relay_kind>& relays, const std::function<controller(const workload&)>& make_control = {}) {
-  for (int run = 0; run < o.runs; ++run)
-    for (const auto& w : ws)
-      for (auto kind : relays) {
-        try {
-          report.trials.push_back(runner.run(report.scenario, w, kind, run, make_control ? make_control(w) : controller{}));
-        } catch (const std::exception& e) {
-          std::cerr << "\n  trial failed: " << e.what() << "\n";
-          report.findings.push_back(fmt::format("{} / {} run {} failed: {}", w.variant, to_string(kind), run + 1, e.what()));
-        }
-      }
-}
 
 // ------------------------------------------------------------------ steady, fanout, custom
 
@@ -382,8 +390,16 @@ scenario_report recovery(trial_runner& runner, const scenario_options& o) {
 }  // namespace
 
 const std::vector<std::string>& scenario_names() {
-  static const std::vector<std::string> names{"steady", "max", "fanout", "noisy-neighbour", "recovery", "custom"};
+  static const std::vector<std::string> names{"steady",  "max",        "fanout",     "noisy-neighbour", "recovery",
+                                              "custom",  "catchup",    "crash-hung", "pg-restart"};
   return names;
+}
+
+const std::vector<std::string>& suite_scenarios(const std::string& suite) {
+  static const std::vector<std::string> all{"steady", "max", "fanout", "noisy-neighbour", "recovery"};
+  static const std::vector<std::string> transient{"catchup", "crash-hung", "pg-restart"};
+  static const std::vector<std::string> none;
+  return suite == "all" ? all : suite == "transient" ? transient : none;
 }
 
 scenario_report run_scenario(const std::string& name, trial_runner& runner, const scenario_options& options) {
@@ -393,6 +409,9 @@ scenario_report run_scenario(const std::string& name, trial_runner& runner, cons
   if (name == "noisy-neighbour") return noisy_neighbour(runner, options);
   if (name == "recovery") return recovery(runner, options);
   if (name == "custom") return custom(runner, options);
+  if (name == "catchup") return catchup(runner, options);
+  if (name == "crash-hung") return crash_hung(runner, options);
+  if (name == "pg-restart") return pg_restart(runner, options);
   throw std::runtime_error("unknown scenario: " + name);
 }
 

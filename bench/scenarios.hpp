@@ -7,6 +7,11 @@
 //                   same load with all 17 answering at once
 //   recovery        kill -9 walhook under load, restart it: time until deliveries resume, duplicates
 //   custom          one workload from the command-line flags
+// and the transient ones (bench/transient.hpp, `run transient`, not part of `run all`):
+//   catchup         drain a backlog built in the slot (walhook down) or in walhook.deliveries
+//                   (endpoint down)
+//   crash-hung      kill -9 ×4 and a PostgreSQL immediate restart with a hung endpoint
+//   pg-restart      PostgreSQL restart -m fast under load and idle
 // Each builds workloads, runs them through the trial runner for every relay and run
 // (interleaved: run 1 of every relay, then run 2, … so drifting background load hits all
 // relays alike), and adds its findings (figures against the targets) to the report.
@@ -52,10 +57,34 @@ struct scenario_options {
   int custom_fanout = 1;
   int tenants = 0;  ///< 0: endpoints / fanout
   std::string behaviour = "immediate";  ///< immediate | delay:MS | error:RATE | never
+  // catchup
+  std::vector<std::string> catchup_from{"slot", "table"};  ///< variants to run
+  double catchup_rate = 3000;                      ///< slot: events/s committed while walhook is down
+  std::chrono::milliseconds catchup_down{10000};   ///< slot: walhook is down this long
+  double catchup_live_rate = 0;                    ///< slot: events/s once walhook runs
+  int catchup_connections = 8;                     ///< slot: generator connections (durable commits need more than 4)
+  std::chrono::milliseconds catchup_max{120000};   ///< bound on each wait (catch-up, pile-up, drain)
+  int catchup_backlog = 50000;                     ///< table: pending deliveries of the down endpoint
+  int catchup_backlog_txns = 10;                   ///< table: … inserted in this many transactions
+  double catchup_table_live_rate = 1000;           ///< table: events/s over the 4 healthy endpoints
+  // crash-hung
+  double crash_rate = 250;                         ///< events/s, each to all 4 endpoints
+  std::chrono::milliseconds crash_measure{30000};  ///< load duration
+  int crash_kills = 4;
+  std::chrono::milliseconds crash_interval{6000};  ///< between kills (the first one this long after the start)
+  std::chrono::milliseconds crash_down{500};       ///< walhook restarted this long after each kill
+  // pg-restart
+  double restart_rate = 200;                       ///< events/s over 2 endpoints
+  int restarts = 3;
+  std::string restart_mode = "fast";               ///< pg_ctl stop mode: smart | fast | immediate
+  std::chrono::milliseconds restart_streaming{5000};  ///< load between walhook streaming again and the next restart
 };
 
-/// Scenario names `run` accepts (without "all").
+/// Scenario names `run` accepts (without the suites "all" and "transient").
 const std::vector<std::string>& scenario_names();
+/// The scenarios of a suite: "all" (steady … recovery, < 10 min) or "transient" (catchup,
+/// crash-hung, pg-restart); empty for anything else.
+const std::vector<std::string>& suite_scenarios(const std::string& suite);
 
 /// Runs one scenario; the report has every trial and the findings.
 scenario_report run_scenario(const std::string& name, trial_runner& runner, const scenario_options& options);

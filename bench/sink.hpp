@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <pthread.h>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -22,6 +24,7 @@ namespace walhook::bench {
 
 /// How an endpoint answers.
 struct endpoint_behaviour {
+  unsigned status = 200;               ///< the HTTP status it answers (sink::set_status changes it mid-trial)
   std::chrono::milliseconds delay{0};  ///< answer after this long
   double error_rate = 0;               ///< answer 500 with this probability
   bool never = false;                  ///< read the request and never answer (the relay's deadline ends it)
@@ -31,6 +34,11 @@ struct endpoint_behaviour {
 struct endpoint_spec {
   std::string path;            ///< "/ep/<n>"
   std::size_t tenant = 0;      ///< receives the events of tenant_name(tenant)
+  /// Overrides the tenant id the endpoint is created with (tenant_name(tenant) when empty), for
+  /// tenants whose events do not come from the load generator (e.g. catchup's "down" tenant,
+  /// loaded by SQL). Give such an endpoint a `tenant` index ≥ workload::tenants so the
+  /// generator's backlog counter and the latency statistics leave it out.
+  std::string tenant_id;
   int max_concurrency = 4;
   endpoint_behaviour behaviour;
   bool measured = true;        ///< part of the latency statistics ("healthy")
@@ -46,13 +54,19 @@ class sink {
   sink(const sink&) = delete;
   sink& operator=(const sink&) = delete;
 
-  /// Configures the path's behaviour and its signing key (spec.secret must be set).
+  /// Configures the path's behaviour and its signing key (spec.secret must be set). Call it for
+  /// every path before the relay starts (the per-path counters are created here).
   void configure(const endpoint_spec& spec);
+  /// Changes the status a configured path answers from now on (its other behaviour and keys
+  /// stay), e.g. 503 → 200 when a down endpoint comes back. Thread-safe.
+  void set_status(const std::string& path, unsigned status);
   std::string url(const std::string& path) const;
 
   /// Distinct (event, path) pairs answered with a 2xx so far — duplicates not counted
   /// (thread-safe, lock-free).
   std::int64_t answered_ok() const { return ok_.load(); }
+  /// The same for one configured path (0 for others).
+  std::int64_t answered_ok(const std::string& path) const;
   /// 2xx answers to an (event, path) that had already been answered with a 2xx.
   std::int64_t duplicates() const { return duplicates_.load(); }
   std::int64_t requests_seen() const { return seen_.load(); }
@@ -71,6 +85,11 @@ class sink {
   std::atomic<std::int64_t> ok_{0};
   std::atomic<std::int64_t> duplicates_{0};
   std::unordered_set<std::string> answered_;  ///< "<webhook-id> <path>", receiver thread only
+  /// Distinct 2xx per path. The map is only written by configure() (before the relay sends);
+  /// afterwards the receiver thread only looks up and increments.
+  std::unordered_map<std::string, std::unique_ptr<std::atomic<std::int64_t>>> ok_by_path_;
+  mutable std::mutex behaviours_mutex_;
+  std::unordered_map<std::string, relay::receiver_behaviour> behaviours_;  ///< as configured, by path
   std::atomic<std::int64_t> seen_{0};
   bool stopped_ = false;
 };

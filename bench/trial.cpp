@@ -5,6 +5,7 @@
 #include "relay/blocking_db.hpp"
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -25,12 +27,14 @@ std::int64_t system_us() {
 }
 
 /// Samples backlog, slot lag, the watched endpoint's pending rows and PostgreSQL's memory.
+/// Reconnects when the server went away (a scenario restarted it).
 class sampler {
  public:
-  sampler(const std::string& conninfo, std::string slot, std::string pending_sql, std::int64_t watched_endpoint,
-          pid_t postmaster, const load_generator& gen, const sink& snk)
-      : slot_(std::move(slot)), pending_sql_(std::move(pending_sql)), watched_(watched_endpoint), postmaster_(postmaster),
-        gen_(gen), sink_(snk), db_(conninfo, "walhook-bench-sampler") {}
+  sampler(std::string conninfo, std::string slot, std::string pending_sql, std::int64_t watched_endpoint,
+          const bench_cluster& cluster, const load_generator& gen, const sink& snk)
+      : conninfo_(std::move(conninfo)), slot_(std::move(slot)), pending_sql_(std::move(pending_sql)),
+        watched_(watched_endpoint), cluster_(cluster), gen_(gen), sink_(snk),
+        db_(std::make_unique<relay::blocking_db>(conninfo_, "walhook-bench-sampler")) {}
   ~sampler() { stop(); }
 
   void start(std::int64_t t0_us) {
@@ -59,43 +63,53 @@ class sampler {
       s.t_s = static_cast<double>(system_us() - t0_us_) / 1e6;
       s.backlog = gen_.committed_deliveries() - sink_.answered_ok();
       try {
+        if (!db_) db_ = std::make_unique<relay::blocking_db>(conninfo_, "walhook-bench-sampler");
         if (!slot_.empty()) {
           pg::params p{slot_};
-          auto r = db_.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, "
-                            "pg_wal_lsn_diff(pg_current_wal_lsn(), r.sent_lsn)::bigint, s.active_pid "
-                            "FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
-                            "WHERE s.slot_name = $1", p);
-          if (r.rows() == 1 && !r.is_null(0, 0)) s.slot_lag_bytes = std::stoll(std::string(r.value(0, 0)));
-          if (r.rows() == 1 && !r.is_null(0, 1)) s.sent_lag_bytes = std::stoll(std::string(r.value(0, 1)));
+          auto r = db_->exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, "
+                             "pg_wal_lsn_diff(pg_current_wal_lsn(), r.sent_lsn)::bigint, s.active_pid, "
+                             "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+                             "pg_wal_lsn_diff(s.confirmed_flush_lsn, '0/0')::bigint "
+                             "FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+                             "WHERE s.slot_name = $1", p);
+          auto value = [&](int col) { return std::stoll(std::string(r.value(0, col))); };
+          if (r.rows() == 1 && !r.is_null(0, 0)) s.slot_lag_bytes = value(0);
+          if (r.rows() == 1 && !r.is_null(0, 1)) s.sent_lag_bytes = value(1);
           if (r.rows() == 1 && !r.is_null(0, 2)) {
             // The walsender's CPU: the latest value of every walsender this slot had.
-            pid_t ws = static_cast<pid_t>(std::stol(std::string(r.value(0, 2))));
+            pid_t ws = static_cast<pid_t>(value(2));
             double cpu = process_cpu_seconds(ws);
             if (cpu > 0) walsender_cpu_[ws] = cpu;
           }
+          if (r.rows() == 1 && !r.is_null(0, 3)) s.wal_lsn = value(3);
+          if (r.rows() == 1 && !r.is_null(0, 4)) s.confirmed_lsn = value(4);
         }
         if (watched_ > 0 && tick % 4 == 0) {
           pg::params p{std::to_string(watched_)};
-          auto r = db_.exec(pending_sql_, p);
+          auto r = db_->exec(pending_sql_, p);
           if (r.rows() == 1) s.pending = std::stoll(std::string(r.value(0, 0)));
         }
       } catch (const std::exception&) {
-        // A sample missed (server busy or restarting) is not a failure of the trial.
+        // A sample missed (server busy or restarting) is not a failure of the trial; a
+        // connection the server closed is opened again at the next sample.
+        if (db_ && PQstatus(db_->native()) != CONNECTION_OK) db_.reset();
       }
-      if (tick % 4 == 0 && postmaster_ > 0) peak_pg_ = std::max(peak_pg_, tree_rss_kib(postmaster_));
+      if (const pid_t pm = cluster_.postmaster_pid(); tick % 4 == 0 && pm > 0)
+        peak_pg_ = std::max(peak_pg_, tree_rss_kib(pm));
       samples_.push_back(s);
       ++tick;
       for (int i = 0; i < 25 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 
+  std::string conninfo_;
   std::string slot_;
   std::string pending_sql_;
   std::int64_t watched_;
-  pid_t postmaster_;
+  const bench_cluster& cluster_;
   const load_generator& gen_;
   const sink& sink_;
-  relay::blocking_db db_;
+  std::unique_ptr<relay::blocking_db> db_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::int64_t t0_us_ = 0;
@@ -111,6 +125,45 @@ std::string database_name(const std::string& scenario, int sequence) {
 }
 
 }  // namespace
+
+double slot_lag_seconds(std::vector<sample_point>& samples) {
+  // (time, WAL position) of every sample that has one; the WAL position only grows.
+  std::vector<std::pair<double, std::int64_t>> wal;
+  for (const auto& s : samples)
+    if (s.wal_lsn >= 0 && (wal.empty() || s.wal_lsn >= wal.back().second)) wal.emplace_back(s.t_s, s.wal_lsn);
+  double worst = -1;
+  for (auto& s : samples) {
+    if (s.wal_lsn < 0 || s.confirmed_lsn < 0) continue;
+    if (s.confirmed_lsn >= s.wal_lsn) {
+      s.slot_lag_s = 0;
+    } else {
+      // The first sample whose WAL position was past the confirmed one: the unconfirmed WAL
+      // began between it and the one before (interpolated on the LSN).
+      auto it = std::upper_bound(wal.begin(), wal.end(), s.confirmed_lsn,
+                                 [](std::int64_t lsn, const std::pair<double, std::int64_t>& w) { return lsn < w.second; });
+      // Past every sample's position: not seen yet (0). Before the first sample's: unconfirmed
+      // since before the trial's first sample, so the age is a lower bound.
+      double since = it == wal.end() ? s.t_s : it->first;
+      if (it != wal.begin() && it != wal.end()) {
+        const auto& before = *(it - 1);  // before.second ≤ confirmed_lsn < it->second
+        const double span = static_cast<double>(it->second - before.second);
+        since = before.first + (it->first - before.first) * static_cast<double>(s.confirmed_lsn - before.second) / span;
+      }
+      s.slot_lag_s = std::max(0.0, s.t_s - since);
+    }
+    worst = std::max(worst, s.slot_lag_s);
+  }
+  return worst;
+}
+
+void disruption::set(const std::string& key, double value) {
+  for (auto& [k, v] : figures)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  figures.emplace_back(key, value);
+}
 
 latency_stats summarize(std::vector<double> ms, std::size_t lower_bounds) {
   latency_stats s;
@@ -165,6 +218,15 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   driver_options dopt;
   dopt.walhook_binary = settings_.walhook_binary;
   dopt.walhook_args = settings_.walhook_args;
+  {
+    // The workload's flags, except those the user gave with --walhook-arg (theirs win).
+    auto flag_name = [](const std::string& a) { return a.substr(0, a.find('=')); };
+    std::unordered_set<std::string> given;
+    for (const auto& a : settings_.walhook_args)
+      if (a.rfind("--", 0) == 0) given.insert(flag_name(a));
+    for (const auto& a : w.walhook_args)
+      if (!given.contains(flag_name(a))) dopt.walhook_args.push_back(a);
+  }
   dopt.deadline = settings_.deadline;
   dopt.poll_workers = settings_.poll_workers;
   dopt.poll_batch = settings_.poll_batch;
@@ -183,7 +245,8 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
     relay::blocking_db db(conninfo, "walhook-bench");
     for (auto& e : endpoints) {
       e.secret = delivery::generate_secret();
-      pg::params p{tenant_name(e.tenant), snk->url(e.path), e.secret, std::to_string(e.max_concurrency)};
+      pg::params p{e.tenant_id.empty() ? tenant_name(e.tenant) : e.tenant_id, snk->url(e.path), e.secret,
+                   std::to_string(e.max_concurrency)};
       auto r = db.exec("INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency) "
                        "VALUES ($1, $2, $3, $4::int) RETURNING id", p);
       e.id = std::stoll(std::string(r.value(0, 0)));
@@ -197,12 +260,14 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
     }
   }
 
-  driver->start();
-  if (!driver->wait_ready(std::chrono::seconds(30))) {
-    std::string why = driver->errors();
-    driver->stop();
-    cluster_.drop_database(name);
-    throw std::runtime_error(fmt::format("{} did not become ready: {}", res.relay, why));
+  if (w.start_relay) {
+    driver->start();
+    if (!driver->wait_ready(std::chrono::seconds(30))) {
+      std::string why = driver->errors();
+      driver->stop();
+      cluster_.drop_database(name);
+      throw std::runtime_error(fmt::format("{} did not become ready: {}", res.relay, why));
+    }
   }
 
   generator_options gopt;
@@ -216,10 +281,10 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   gopt.connections = w.connections;
   load_generator gen(gopt);
 
-  const pid_t pm = cluster_.postmaster_pid();
-  // Resource counters at the start of the load.
+  // Resource counters at the start of the load (PostgreSQL's across restarts of the server).
+  const bool pg_local = cluster_.postgres_cpu_seconds() >= 0;
   const double relay0 = driver->cpu_seconds();
-  const double pg0 = pm ? tree_cpu_seconds(pm) : 0;
+  const double pg0 = pg_local ? cluster_.postgres_cpu_seconds() : 0;
   const double recv0 = snk->cpu_seconds();
   const double self0 = process_cpu_seconds(::getpid());
   const double walhook_proc0 = kind == relay_kind::walhook ? relay0 : 0;
@@ -228,8 +293,21 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
 
   gen.start();
   res.start_us = gen.start_us();
-  sampler samp(conninfo, driver->slot(), driver->pending_sql(), watched_id, pm, gen, *snk);
+  sampler samp(conninfo, driver->slot(), driver->pending_sql(), watched_id, cluster_, gen, *snk);
   samp.start(res.start_us);
+  auto call_control = [&](bool final) {
+    trial_control c{gen, *snk, *driver, res, cluster_, conninfo, endpoints,
+                    static_cast<double>(system_us() - res.start_us) / 1e6};
+    c.final = final;
+    try {
+      control(c);
+    } catch (const std::exception& e) {
+      res.notes.push_back(fmt::format("scenario control failed at {:.1f} s: {}", c.elapsed_s, e.what()));
+      if (settings_.verbose) std::cerr << "\n  scenario control failed: " << e.what() << "\n";
+      c.stop = true;
+    }
+    return c.stop;
+  };
 
   std::int64_t schedule_ms = 0;
   for (const auto& s : w.schedule) schedule_ms += s.duration.count();
@@ -238,9 +316,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   while (!gen.finished()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (control) {
-      trial_control c{gen, *snk, *driver, res, static_cast<double>(system_us() - res.start_us) / 1e6};
-      control(c);
-      if (c.stop && !stopped_early) {
+      if (call_control(false) && !stopped_early) {
         stopped_early = true;
         window_end_us = system_us();
         gen.stop();
@@ -261,7 +337,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   res.cpu_elapsed_s = wall;
   res.cpu_relay = driver->cpu_seconds() - relay0;
-  res.cpu_postgres = pm ? tree_cpu_seconds(pm) - pg0 : -1;
+  res.cpu_postgres = pg_local ? cluster_.postgres_cpu_seconds() - pg0 : -1;
   res.cpu_receiver = snk->cpu_seconds() - recv0;
   res.cpu_generator = gen.cpu_seconds();
   const double self = process_cpu_seconds(::getpid()) - self0;
@@ -272,18 +348,15 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   samp.stop();
   res.rss_postgres_kib = samp.peak_postgres_kib();
   res.samples = samp.samples();
+  res.max_slot_lag_s = slot_lag_seconds(res.samples);
   res.cpu_walsender = samp.walsender_cpu();
   for (const auto& s : res.samples) {
     res.max_backlog = std::max(res.max_backlog, s.backlog);
     res.max_slot_lag_bytes = std::max(res.max_slot_lag_bytes, s.slot_lag_bytes);
     res.max_sent_lag_bytes = std::max(res.max_sent_lag_bytes, s.sent_lag_bytes);
   }
-  if (control) {
-    // A last call after the drain (scenarios read the receiver's final state here).
-    trial_control c{gen, *snk, *driver, res, static_cast<double>(system_us() - res.start_us) / 1e6};
-    c.final = true;
-    control(c);
-  }
+  // A last call after the drain (scenarios read the receiver's final state here).
+  if (control) call_control(true);
 
   driver->stop();
   if (auto n = driver->notes(); !n.empty()) res.notes.push_back(n);
@@ -305,19 +378,32 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   std::unordered_map<std::string_view, std::uint32_t> by_id;
   by_id.reserve(events.size() * 2);
   for (std::uint32_t i = 0; i < events.size(); ++i) by_id.emplace(events[i].id_view(), i);
-  if (cluster_.commit_timestamps()) {
+  {
+    // Outbox rows of the generator's tenants it does not know are commits it saw fail.
     relay::blocking_db db(conninfo, "walhook-bench");
-    auto r = db.exec("SELECT id::text, (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint "
-                     "FROM walhook.outbox");
+    pg::params p{std::to_string(std::max(1, w.tenants))};
+    auto r = db.exec(cluster_.commit_timestamps()
+                         ? "SELECT id::text, (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint "
+                           "FROM walhook.outbox WHERE tenant_id = ANY (SELECT 'tenant-' || g FROM generate_series(0, $1::int - 1) g)"
+                         : "SELECT id::text, NULL::bigint "
+                           "FROM walhook.outbox WHERE tenant_id = ANY (SELECT 'tenant-' || g FROM generate_series(0, $1::int - 1) g)",
+                     p);
     std::size_t found = 0;
     for (int i = 0; i < r.rows(); ++i) {
-      if (r.is_null(i, 1)) continue;
       auto it = by_id.find(r.value(i, 0));
-      if (it == by_id.end()) continue;
+      if (it == by_id.end()) {
+        ++res.in_doubt_events;
+        continue;
+      }
+      if (r.is_null(i, 1)) continue;
       events[it->second].commit_us = std::stoll(std::string(r.value(i, 1)));
       ++found;
     }
-    res.server_commit_times = found == events.size();
+    res.server_commit_times = cluster_.commit_timestamps() && found == events.size();
+    if (res.in_doubt_events > 0)
+      res.notes.push_back(fmt::format("{} events committed although the generator saw their COMMIT fail (in doubt: "
+                                      "the connection died on the way); their deliveries count as unknown",
+                                      res.in_doubt_events));
   }
 
   // Join commits with receipts.

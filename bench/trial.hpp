@@ -30,6 +30,12 @@ struct workload {
   std::chrono::milliseconds drain{15000};  ///< after the schedule: wait this long at most for stragglers
   std::string watch_path;                  ///< endpoint whose pending rows are sampled, "" for none
   bool drain_all = true;                   ///< wait for the drain (false: stop when the schedule ends)
+  /// Start the relay (and wait until it is ready) before the load. false: the controller starts
+  /// it (trial_control::relay.start()), e.g. to build a backlog in the slot first.
+  bool start_relay = true;
+  /// Extra `walhook run` flags for this workload, each as one "--flag=value" argument; a flag the
+  /// user also gave with --walhook-arg is left out (the user's value wins).
+  std::vector<std::string> walhook_args;
 };
 
 /// Settings that hold for every trial of a bench run.
@@ -66,6 +72,24 @@ struct sample_point {
   std::int64_t slot_lag_bytes = -1;  ///< pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn); −1: no slot
   std::int64_t sent_lag_bytes = -1;  ///< … − the walsender's sent_lsn: WAL not yet decoded and sent; −1: no slot
   std::int64_t pending = -1;         ///< pending rows of the watched endpoint; −1: not sampled
+  std::int64_t wal_lsn = -1;         ///< pg_current_wal_lsn() as bytes since 0/0; −1: not sampled
+  std::int64_t confirmed_lsn = -1;   ///< the slot's confirmed_flush_lsn as bytes since 0/0; −1: no slot
+  /// Age of the oldest WAL the slot has not confirmed: now − when the server's WAL position
+  /// passed confirmed_flush_lsn (interpolated between samples); 0 when nothing is unconfirmed,
+  /// −1 unknown. Computed after the trial (slot_lag_seconds).
+  double slot_lag_s = -1;
+};
+
+/// Fills sample_point::slot_lag_s of every sample from the absolute LSNs, and returns the largest.
+double slot_lag_seconds(std::vector<sample_point>& samples);
+
+/// Something a scenario did to the system during a trial (kill -9, a PostgreSQL restart, an
+/// endpoint switched back to 200) and what it measured about it, in the order measured.
+struct disruption {
+  std::string what;  ///< "kill -9 walhook", "PostgreSQL restart -m fast", …
+  double at_s = 0;   ///< seconds since the load started
+  std::vector<std::pair<std::string, double>> figures;  ///< e.g. {"stop_s", 61.2}; units in the name
+  void set(const std::string& key, double value);       ///< adds or replaces a figure
 };
 
 struct trial_result {
@@ -95,6 +119,12 @@ struct trial_result {
   long rss_relay_kib = 0, rss_postgres_kib = 0, rss_bench_kib = 0;
   std::int64_t max_slot_lag_bytes = -1;
   std::int64_t max_sent_lag_bytes = -1;
+  double max_slot_lag_s = -1;  ///< largest sample_point::slot_lag_s; −1: no slot
+  /// Outbox rows of the generator's tenants that the generator does not know: their COMMIT
+  /// succeeded on the server but the client saw an error (the connection died on the way, e.g.
+  /// in a PostgreSQL restart). Deliveries of them count as unknown, not as duplicates.
+  std::int64_t in_doubt_events = 0;
+  std::vector<disruption> disruptions;
   std::int64_t max_backlog = 0;
   std::vector<sample_point> samples;
   std::int64_t start_us = 0;  ///< generator start (system clock µs)
@@ -102,12 +132,18 @@ struct trial_result {
   std::vector<std::string> notes;
 };
 
-/// Called about every 50 ms while the schedule runs, on the bench's main thread.
+/// Called about every 50 ms while the schedule runs, on the bench's main thread. It may block
+/// (kill and restart the relay, restart the server): the generator and the sampler run on their
+/// own threads meanwhile. An exception ends the schedule; the trial carries on with the drain
+/// and records it in the notes.
 struct trial_control {
   load_generator& generator;
   sink& receiver;
   relay_driver& relay;
   trial_result& result;
+  bench_cluster& cluster;
+  const std::string& conninfo;                   ///< the trial's database
+  const std::vector<endpoint_spec>& endpoints;   ///< as created (ids and secrets filled in)
   double elapsed_s = 0;
   bool stop = false;   ///< set to end the schedule early
   bool final = false;  ///< the last call, after the drain (the receiver still runs)

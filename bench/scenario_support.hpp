@@ -1,0 +1,30 @@
+#pragma once
+// What the scenario files (scenarios.cpp, transient.cpp) share: labels, the met/missed marker,
+// the loop over workloads × relays × runs.
+
+#include "bench/report.hpp"
+#include "bench/scenarios.hpp"
+#include "bench/trial.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace walhook::bench {
+
+/// "1,000 ev/s", "250 ev/s".
+std::string rate_label(double events_per_second);
+/// The group of (variant, relay), nullptr if none ran.
+const trial_group* find_group(const std::vector<trial_group>& groups, const std::string& variant, const std::string& relay);
+/// "**met**" / "**missed**": targets are reported, never asserted.
+std::string met(bool ok);
+/// System clock, µs since the Unix epoch: the clock of receipts, commits and trial_result::start_us.
+std::int64_t system_now_us();
+
+/// Runs every workload × relay × run, interleaving relays within a run (run 1 of every relay, then
+/// run 2, …). A trial that throws becomes a finding; the others go on.
+void run_all(scenario_report& report, trial_runner& runner, const scenario_options& o, const std::vector<workload>& ws,
+             const std::vector<relay_kind>& relays, const std::function<controller(const workload&)>& make_control = {});
+
+}  // namespace walhook::bench
