@@ -98,7 +98,8 @@ std::size_t backlog_controller::claim_size(std::int64_t id, const endpoint_load&
   target = std::clamp(target, slots, std::max(slots, policy_.max_queued_per_endpoint));
   if (have >= target) return 0;
   std::size_t room = target - have;
-  return room * 2 >= target ? room : 0;
+  if (room * 2 < target) return 0;
+  return std::min(room, std::max(slots, policy_.max_claim));
 }
 
 backlog_controller::exit_check backlog_controller::begin_exit_check(const std::vector<std::int64_t>& ids) const {

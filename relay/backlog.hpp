@@ -43,6 +43,8 @@ struct backlog_policy {
   std::size_t first_claim_rounds = 4;
   /// Claims never fill an endpoint's queue beyond this (max_queued_per_endpoint).
   std::size_t max_queued_per_endpoint = 1000;
+  /// Rows one claim takes for one endpoint at most (--max-claim).
+  std::size_t max_claim = 200;
   /// Throughput is observed over this window.
   std::chrono::milliseconds rate_window{1000};
 };

@@ -29,6 +29,7 @@ backlog_policy backlog_policy_of(const dispatcher_options& o) {
   p.hold_bound = o.max_hold;
   p.claim_horizon = o.claim_horizon;
   p.max_queued_per_endpoint = o.limits.max_queued_per_endpoint;
+  p.max_claim = o.max_claim;
   return p;
 }
 
@@ -392,7 +393,9 @@ bool dispatcher::must_hold() {
   std::vector<std::int64_t> full(sched_.full_endpoints().begin(), sched_.full_endpoints().end());
   bool hold = false;
   for (auto id : full) {
-    if (backlog_.lane_of(id) == lane::table) continue;
+    // Only stream work waits for an endpoint: one in backlog mode is fed by claims (its queue may
+    // be full of claimed rows), and a full queue spills its new work to the table instead.
+    if (backlog_.lane_of(id) != lane::memory) continue;
     if (backlog_.keeps_up(id, load_of(id, now), now)) {
       hold = true;
     } else if (backlog_.use_table(id)) {
@@ -436,9 +439,9 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
   auto next_wake = steady_time::max();
   std::vector<sql::claim_quota> quotas;
   std::vector<std::int64_t> check;  // claimable endpoints that may have run out of rows
-  std::size_t global_room = sched_.limits().max_queued_total > sched_.queued_total()
-                                ? sched_.limits().max_queued_total - sched_.queued_total()
-                                : 0;
+  // Claims fill at most half of the memory cap, so they never make the stream wait.
+  const std::size_t claim_cap = sched_.limits().max_queued_total / 2;
+  std::size_t global_room = claim_cap > sched_.queued_total() ? claim_cap - sched_.queued_total() : 0;
   for (std::int64_t id : backlog_.endpoints()) {
     const endpoint* ep = directory_.find(id);
     if (!ep || ep->status != endpoint_status::active || !ep->config_error.empty()) continue;

@@ -45,10 +45,11 @@ struct dispatcher_options {
   std::chrono::milliseconds max_wait_in_memory{1000}; ///< a queued delivery waiting longer is spilled
   std::chrono::milliseconds max_hold{250};            ///< an attempt running longer is recorded 'sending'
   std::chrono::milliseconds sweep_interval{50};       ///< how often the sweep runs
-  std::chrono::milliseconds min_claim_interval{10};   ///< claim rounds are at least this far apart
+  std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
   admission_policy admission;
   outcome_policy outcomes;
   std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's throughput
+  std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
   std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
 };
 
@@ -105,9 +106,10 @@ class dispatcher {
   /// write still on its way — which a reset of stale 'sending' rows must leave alone.
   std::vector<sql::delivery_key> owned() const;
 
-  /// Back-pressure: true while reading the slot must wait — an endpoint that keeps up has a full
-  /// queue, or memory is at its cap. An endpoint with a full queue that does not keep up is moved
-  /// to the table lane instead (its new work is spilled).
+  /// Back-pressure: true while reading the slot must wait — an endpoint in the memory lane that
+  /// keeps up has a full queue, or memory is at its cap. An endpoint with a full queue that does
+  /// not keep up is moved to the table lane instead (its new work is spilled); one in backlog
+  /// mode never holds the stream (claims fill its queue; a full queue spills new work).
   bool must_hold();
 
   /// One sweep: attempts past the hold bound are recorded 'sending' (their tickets go once that

@@ -70,6 +70,7 @@ dispatcher_options dispatcher_options_of(const run_options& o) {
   d.limits = o.limits;
   d.max_wait_in_memory = o.max_wait_in_memory;
   d.max_hold = o.max_hold;
+  d.max_claim = o.max_claim;
   d.admission.max_payload_bytes = o.max_payload_bytes;
   d.outcomes.retry = o.retry;
   d.outcomes.breaker = o.breaker;

@@ -54,6 +54,12 @@ int main(int argc, char** argv) {
   long long max_wait_ms = run.max_wait_in_memory.count();
   c_run->add_option("--max-wait-ms", max_wait_ms, "A delivery waiting longer in memory is persisted as pending")
       ->capture_default_str();
+  c_run->add_option("--max-batch", run.max_batch, "Writes of delivery state per PostgreSQL transaction at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_run->add_option("--max-claim", run.max_claim, "Pending deliveries one claim takes back for one endpoint at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   long long max_hold_ms = run.max_hold.count();
   c_run->add_option("--max-hold-ms", max_hold_ms,
                     "An attempt still running after this long is recorded as 'sending' so the slot's acknowledged "

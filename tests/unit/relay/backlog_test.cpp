@@ -137,7 +137,9 @@ TEST_CASE("backlog: keeps_up — a full queue that drains within half the wait b
 }
 
 TEST_CASE("backlog: claim sizes follow throughput, never tiny, never beyond the queue cap") {
-  backlog_controller b;
+  backlog_policy p;
+  p.max_claim = 1000;  // the queue cap bounds it here; the next test caps claims themselves
+  backlog_controller b(p);
   // Unknown throughput: 4 rounds of max_concurrency.
   CHECK(b.claim_size(1, load(0, 0, 4), t0) == 16);
   CHECK(b.claim_size(1, load(0, 0, 16), t0) == 64);
@@ -206,4 +208,15 @@ TEST_CASE("backlog: model-based — an endpoint leaves backlog mode only when no
       }
     }
   }
+}
+
+TEST_CASE("backlog: one claim takes at most max_claim rows (small transactions for the walsender to decode)") {
+  backlog_controller b;  // max_claim 200
+  for (int i = 0; i < 1000; ++i) b.attempt_finished(2, t0 + i * 100us);
+  CHECK(b.claim_size(2, load(0, 4, 4), t0 + 100ms) == 200);
+  // Never below one round of max_concurrency, whatever the cap.
+  backlog_policy tiny;
+  tiny.max_claim = 1;
+  backlog_controller c(tiny);
+  CHECK(c.claim_size(1, load(0, 0, 8), t0) == 8);
 }

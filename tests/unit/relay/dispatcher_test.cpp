@@ -322,7 +322,7 @@ TEST_CASE("dispatcher: an endpoint removed while its attempt runs — a stream d
 }
 
 TEST_CASE("dispatcher: claims are sized by throughput; an endpoint leaves backlog mode when its rows are gone") {
-  dispatcher_fixture f;
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.max_claim = 1000; });
   f.add_endpoint(1);
   f.d->reset_backlog({1});
   for (int i = 0; i < 2000; ++i) f.store.claimable.push_back(f.claimable(1, 1000 + i));
