@@ -19,7 +19,7 @@ void backlog_controller::pending_durable(std::int64_t id) {
 void backlog_controller::forget(std::int64_t id) {
   backlog_.erase(id);
   table_.erase(id);
-  rates_.erase(id);
+  mean_duration_s_.erase(id);
   // unwritten_/written_ stay: writes on their way still call pending_durable().
 }
 
@@ -41,34 +41,17 @@ bool backlog_controller::use_table(std::int64_t id) {
   return table_.insert(id).second;
 }
 
-void backlog_controller::attempt_finished(std::int64_t id, steady_time now) {
-  auto& r = rates_[id];
-  if (!r.started) {
-    r.started = true;
-    r.window_start = now;
-  }
-  auto elapsed = now - r.window_start;
-  if (elapsed >= policy_.rate_window) {
-    // Roll over: the window that just ended becomes the previous one (empty if more passed).
-    r.has_previous = true;
-    r.previous = elapsed < 2 * policy_.rate_window ? r.current : 0;
-    r.current = 0;
-    r.window_start = elapsed < 2 * policy_.rate_window ? r.window_start + policy_.rate_window : now;
-  }
-  ++r.current;
+void backlog_controller::attempt_finished(std::int64_t id, std::chrono::steady_clock::duration duration) {
+  // At least 50 µs: an answer faster than the clock can tell says "very fast", not "infinite".
+  double d = std::max(std::chrono::duration<double>(duration).count(), 50e-6);
+  auto [it, first] = mean_duration_s_.try_emplace(id, d);
+  if (!first) it->second += (d - it->second) / 8;
 }
 
-std::optional<double> backlog_controller::throughput(std::int64_t id, int max_concurrency, steady_time now) const {
-  auto it = rates_.find(id);
-  if (it == rates_.end()) return std::nullopt;
-  const auto& r = it->second;
-  auto in_window = std::chrono::duration<double>(now - r.window_start).count();
-  double window = std::chrono::duration<double>(policy_.rate_window).count();
-  if (in_window >= 2 * window) return 0.0;  // nothing ended for two windows
-  std::uint64_t count = in_window >= window ? r.current : r.current + r.previous;
-  double span = in_window >= window ? in_window : in_window + (r.has_previous ? window : 0.0);
-  if (count < static_cast<std::uint64_t>(std::max(1, max_concurrency))) return std::nullopt;
-  return static_cast<double>(count) / std::max(span, 0.001);
+std::optional<double> backlog_controller::capacity(std::int64_t id, int max_concurrency) const {
+  auto it = mean_duration_s_.find(id);
+  if (it == mean_duration_s_.end()) return std::nullopt;
+  return std::max(1, max_concurrency) / it->second;
 }
 
 bool backlog_controller::stalled(const endpoint_load& load, steady_time now) const {
@@ -80,7 +63,7 @@ bool backlog_controller::keeps_up(std::int64_t id, const endpoint_load& load, st
   if (stalled(load, now)) return false;
   const auto half = policy_.wait_bound / 2;
   if (load.oldest_queued && now - *load.oldest_queued > half) return false;
-  if (auto r = throughput(id, load.max_concurrency, now); r && load.queued > 0) {
+  if (auto r = capacity(id, load.max_concurrency); r && load.queued > 0) {
     double drain_s = static_cast<double>(load.queued) / std::max(*r, 1e-9);
     if (drain_s > std::chrono::duration<double>(half).count()) return false;
   }
@@ -93,7 +76,7 @@ std::size_t backlog_controller::claim_size(std::int64_t id, const endpoint_load&
   if (load.probing) return load.in_flight > 0 || have >= slots ? 0 : slots - have;
   if (stalled(load, now)) return 0;
   std::size_t target = policy_.first_claim_rounds * slots;
-  if (auto r = throughput(id, load.max_concurrency, now))
+  if (auto r = capacity(id, load.max_concurrency))
     target = static_cast<std::size_t>(*r * std::chrono::duration<double>(policy_.claim_horizon).count());
   target = std::clamp(target, slots, std::max(slots, policy_.max_queued_per_endpoint));
   if (have >= target) return 0;

@@ -8,9 +8,10 @@
 //   backlog/table ──(an exit check finds no pending row and none on its way)──► memory
 //
 // An endpoint that keeps up never leaves memory: when its queue is full, reading the slot waits
-// for it (back-pressure) instead of spilling. Claims are sized by the endpoint's observed
-// throughput, so an endpoint coming back from an outage drains its table backlog at its own
-// speed, in few round trips.
+// for it (back-pressure) instead of spilling. Claims are sized by the endpoint's capacity (its
+// max_concurrency ÷ its mean attempt duration, Little's law), so an endpoint coming back from
+// an outage drains its table backlog at its own speed, and a slow one is never handed more
+// than it can take in the claim horizon.
 //
 // Single-threaded.
 
@@ -37,16 +38,14 @@ struct backlog_policy {
   /// An attempt running longer than this holds the slot too long (max_hold): an endpoint whose
   /// every slot is taken by such attempts is stalled.
   std::chrono::milliseconds hold_bound{250};
-  /// Claims fetch this much of the endpoint's observed throughput.
+  /// Claims fetch this much of the endpoint's capacity.
   std::chrono::milliseconds claim_horizon{500};
-  /// Before any throughput is known a claim takes this many rounds of max_concurrency.
+  /// Before any attempt of it ended, a claim takes this many rounds of max_concurrency.
   std::size_t first_claim_rounds = 4;
   /// Claims never fill an endpoint's queue beyond this (max_queued_per_endpoint).
   std::size_t max_queued_per_endpoint = 1000;
   /// Rows one claim takes for one endpoint at most (--max-claim).
   std::size_t max_claim = 200;
-  /// Throughput is observed over this window.
-  std::chrono::milliseconds rate_window{1000};
 };
 
 /// An endpoint's memory state, as the scheduler and the in-flight attempts show it.
@@ -88,25 +87,25 @@ class backlog_controller {
   /// drains. True if it was not in the table lane already.
   bool use_table(std::int64_t id);
 
-  // ---- throughput and load
+  // ---- capacity and load
 
-  /// An attempt of the endpoint ended (any outcome).
-  void attempt_finished(std::int64_t id, steady_time now);
-  /// Attempts per second over the last rate_window; nullopt until max_concurrency attempts ended
-  /// in the window (not enough to judge).
-  std::optional<double> throughput(std::int64_t id, int max_concurrency, steady_time now) const;
+  /// An attempt of the endpoint ended after `duration` (any outcome).
+  void attempt_finished(std::int64_t id, std::chrono::steady_clock::duration duration);
+  /// Attempts per second the endpoint can take: max_concurrency ÷ its mean attempt duration
+  /// (exponentially weighted, 1/8 per attempt). nullopt before its first attempt ended.
+  std::optional<double> capacity(std::int64_t id, int max_concurrency) const;
 
   /// Every slot is taken by an attempt older than hold_bound.
   bool stalled(const endpoint_load& load, steady_time now) const;
   /// Whether reading the slot should wait for this endpoint's full queue (back-pressure): it is
-  /// not stalled, its oldest queued delivery is younger than wait_bound / 2, and at its observed
-  /// throughput the queue drains within wait_bound / 2.
+  /// not stalled, its oldest queued delivery is younger than wait_bound / 2, and at its capacity
+  /// the queue drains within wait_bound / 2.
   bool keeps_up(std::int64_t id, const endpoint_load& load, steady_time now) const;
-  /// How many due rows to claim for it now: its observed throughput × claim_horizon (before any
-  /// is known: first_claim_rounds × max_concurrency), at least max_concurrency, at most
+  /// How many due rows to claim for it now: its capacity × claim_horizon (before any attempt
+  /// ended: first_claim_rounds × max_concurrency), at least max_concurrency, at most
   /// max_queued_per_endpoint, minus what it holds already — and 0 unless that is at least half
-  /// of it, so a fast drain is a few large claims, not many small ones. A probing endpoint gets
-  /// one round of max_concurrency, only while nothing of it is in flight.
+  /// of it (a fast drain is a stream of full claims, not many small ones) — capped at max_claim.
+  /// A probing endpoint gets one round of max_concurrency, only while nothing of it is in flight.
   std::size_t claim_size(std::int64_t id, const endpoint_load& load, steady_time now) const;
 
   // ---- leaving backlog mode without a lost wakeup
@@ -124,19 +123,13 @@ class backlog_controller {
                                               const std::function<bool(std::int64_t)>& busy = {});
 
  private:
-  struct rate {
-    bool started = false;
-    steady_time window_start{};
-    std::uint64_t current = 0;   ///< attempts ended since window_start
-    std::uint64_t previous = 0;  ///< attempts ended in the window before
-    bool has_previous = false;
-  };
+
   backlog_policy policy_;
   std::unordered_set<std::int64_t> backlog_;
   std::unordered_set<std::int64_t> table_;
   std::unordered_map<std::int64_t, std::uint64_t> unwritten_;  ///< pending writes queued, not yet durable
   std::unordered_map<std::int64_t, std::uint64_t> written_;    ///< pending writes durable (a counter)
-  std::unordered_map<std::int64_t, rate> rates_;
+  std::unordered_map<std::int64_t, double> mean_duration_s_;  ///< EWMA of attempt durations, seconds
 };
 
 }  // namespace walhook::relay

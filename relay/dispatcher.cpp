@@ -331,8 +331,8 @@ endpoint_load dispatcher::load_of(std::int64_t id, steady_time) const {
   return l;
 }
 
-void dispatcher::finished(std::int64_t endpoint_id, steady_time now) {
-  backlog_.attempt_finished(endpoint_id, now);
+void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took) {
+  if (took) backlog_.attempt_finished(endpoint_id, *took);
   if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id, now), now) > 0)
     claims_wake_.notify();
   if (hooks_.room) hooks_.room();
@@ -342,6 +342,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const std::int64_t id = r->j.endpoint_id;
   const endpoint* ep = directory_.find(id);
   boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
+  std::optional<steady_time::duration> took;
   if (ep && ep->target) {
     delivery::http_target target = *ep->target;
     delivery::http_request req;
@@ -357,7 +358,8 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
       // Never leave the job (and its LSN ticket) behind: an unexpected exception is a failed attempt.
       log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});
     }
-    double seconds = std::chrono::duration<double>(clock_.steady_now() - r->started).count();
+    took = clock_.steady_now() - r->started;
+    double seconds = std::chrono::duration<double>(*took).count();
     std::size_t bucket = 0;
     while (bucket < dispatcher_stats::latency_buckets.size() && seconds > dispatcher_stats::latency_buckets[bucket]) ++bucket;
     ++stats_.latency_counts[bucket];
@@ -380,7 +382,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     auto d = decide(j, *ep, directory_.health(id), outcome, now_sys, unit, options_.outcomes);
     apply(std::move(j), d);
   }
-  finished(id, clock_.steady_now());
+  finished(id, clock_.steady_now(), took);
   dispatch();
 }
 

@@ -48,7 +48,7 @@ struct dispatcher_options {
   std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
   admission_policy admission;
   outcome_policy outcomes;
-  std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's throughput
+  std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's capacity
   std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
   std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
 };
@@ -116,7 +116,7 @@ class dispatcher {
   /// is durable); a stalled endpoint's queued deliveries and any delivery queued longer than
   /// max_wait_in_memory are spilled, and those endpoints move to the table lane.
   void sweep();
-  /// One claim round: claims due rows for endpoints in backlog mode (sized by their throughput),
+  /// One claim round: claims due rows for endpoints in backlog mode (sized by their capacity),
   /// admits them, and checks which endpoints left backlog mode. Returns when the next round is
   /// due at the latest (a notification may bring it forward).
   boost::asio::awaitable<std::chrono::steady_clock::time_point> claim_round();
@@ -151,7 +151,7 @@ class dispatcher {
   void dispatch();
   boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
   endpoint_load load_of(std::int64_t id, steady_time now) const;
-  void finished(std::int64_t endpoint_id, steady_time now);
+  void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
   void own(const sql::delivery_key& k);
   void disown(const sql::delivery_key& k);
   boost::asio::awaitable<void> sweep_loop();

@@ -10,14 +10,22 @@ WITH owned AS (
      AND NOT EXISTS (SELECT 1 FROM owned o WHERE o.endpoint_id = d.endpoint_id AND o.event_id = d.event_id)
    FOR UPDATE OF d SKIP LOCKED
 ), keep AS (
-  SELECT DISTINCT ON (s.endpoint_id, s.merge_key) s.id FROM stale s
+  -- Of the stale rows with one (endpoint, merge key), the newest goes back to pending — unless a
+  -- pending row holds the key with an event at least as new.
+  SELECT DISTINCT ON (s.endpoint_id, s.merge_key) s.id, s.endpoint_id, s.merge_key FROM stale s
    WHERE s.merge_key IS NOT NULL
      AND NOT EXISTS (SELECT 1 FROM walhook.deliveries p
-                      WHERE p.endpoint_id = s.endpoint_id AND p.merge_key = s.merge_key AND p.status = 'pending')
+                      WHERE p.endpoint_id = s.endpoint_id AND p.merge_key = s.merge_key AND p.status = 'pending'
+                        AND (p.commit_lsn IS NULL OR s.commit_lsn IS NULL OR p.commit_lsn >= s.commit_lsn))
    ORDER BY s.endpoint_id, s.merge_key, s.commit_lsn DESC NULLS LAST, s.id DESC
+), doomed AS (
+  -- Merged away: stale rows that lost to a newer one, and pending rows older than one that stays.
+  SELECT s.id FROM stale s WHERE s.merge_key IS NOT NULL AND s.id NOT IN (SELECT id FROM keep)
+  UNION
+  SELECT p.id FROM keep k
+    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND p.merge_key = k.merge_key AND p.status = 'pending'
 ), gone AS (
-  DELETE FROM walhook.deliveries d USING stale s
-   WHERE d.id = s.id AND s.merge_key IS NOT NULL AND s.id NOT IN (SELECT id FROM keep)
+  DELETE FROM walhook.deliveries d WHERE d.id IN (SELECT id FROM doomed)
   RETURNING d.id
 )
 UPDATE walhook.deliveries d SET status = 'pending', updated_at = now()

@@ -15,17 +15,27 @@ WITH input AS (
     FROM input i JOIN walhook.deliveries d ON d.endpoint_id = i.endpoint_id AND d.event_id = i.event_id
    WHERE i.id IS NULL AND (d.status = 'sending' OR (i.status = 'delivered' AND d.status <> 'delivered'))
 ), keep AS (
-  SELECT DISTINCT ON (t.endpoint_id, t.merge_key) t.id
+  -- Of the rows going back to pending with one (endpoint, merge key), the newest stays — unless a
+  -- pending row outside this batch holds the key with an event at least as new.
+  SELECT DISTINCT ON (t.endpoint_id, t.merge_key) t.id, t.endpoint_id, t.merge_key
     FROM target t
    WHERE t.status = 'pending' AND t.merge_key IS NOT NULL
      AND NOT EXISTS (SELECT 1 FROM walhook.deliveries p
                       WHERE p.endpoint_id = t.endpoint_id AND p.merge_key = t.merge_key
-                        AND p.status = 'pending' AND p.id NOT IN (SELECT id FROM target))
+                        AND p.status = 'pending' AND p.id NOT IN (SELECT id FROM target)
+                        AND (p.commit_lsn IS NULL OR t.commit_lsn IS NULL OR p.commit_lsn >= t.commit_lsn))
    ORDER BY t.endpoint_id, t.merge_key, t.commit_lsn DESC NULLS LAST, t.id DESC
+), doomed AS (
+  -- Merged away: rows going back to pending that lost to a newer one, and pending rows older
+  -- than a row that stays (the newer event carries the entity's state).
+  SELECT t.id FROM target t
+   WHERE t.status = 'pending' AND t.merge_key IS NOT NULL AND t.id NOT IN (SELECT id FROM keep)
+  UNION
+  SELECT p.id FROM keep k
+    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND p.merge_key = k.merge_key AND p.status = 'pending'
+   WHERE p.id NOT IN (SELECT id FROM target)
 ), gone AS (
-  DELETE FROM walhook.deliveries d USING target t
-   WHERE d.id = t.id AND t.status = 'pending' AND t.merge_key IS NOT NULL
-     AND t.id NOT IN (SELECT id FROM keep)
+  DELETE FROM walhook.deliveries d WHERE d.id IN (SELECT id FROM doomed)
   RETURNING d.id
 )
 UPDATE walhook.deliveries d

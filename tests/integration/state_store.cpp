@@ -285,3 +285,56 @@ TEST_CASE("a mark never takes over a row another attempt is sending, and never a
   pg::params p{e};
   CHECK(f.value("SELECT status || ' ' || attempts FROM walhook.deliveries WHERE event_id = $1", p) == "sending 0");
 }
+
+TEST_CASE("merge through marks: the newer event's state survives, whichever attempt fails first") {
+  fixture f("ss_mark_merge");
+  auto mark = [&](const std::string& e, std::uint64_t lsn, std::string key = "entity") {
+    auto u = f.pending(e, lsn, std::move(key), 6);
+    u.outcome.status = sql::delivery_status::sending;
+    u.outcome.attempts = 0;
+    return u;
+  };
+  auto fail = [&](const std::string& e) {
+    sql::update_delivery u;
+    u.key = {6, e};
+    u.outcome.status = sql::delivery_status::pending;
+    u.outcome.attempts = 1;
+    u.outcome.next_attempt_at = std::chrono::system_clock::now() + 30s;
+    u.outcome.last_error = "HTTP 503";
+    return u;
+  };
+  // v1 then v2 of one entity, both attempts running past the hold bound (marked 'sending').
+  std::string v1 = f.event(), v2 = f.event();
+  f.store->enqueue(mark(v1, 100));
+  f.store->enqueue(mark(v2, 200));
+  f.flush();
+  f.store->enqueue(fail(v1));  // the older fails first and waits as pending…
+  f.flush();
+  f.store->enqueue(fail(v2));  // …then the newer fails: it must carry the entity's state
+  f.flush();
+  CHECK(f.value("SELECT string_agg(event_id::text || ':' || status, ',') FROM walhook.deliveries WHERE endpoint_id = 6") ==
+        v2 + ":pending");
+
+  // The other order: the newer fails first, the older after it is merged away.
+  std::string w1 = f.event(), w2 = f.event();
+  f.store->enqueue(mark(w1, 300));
+  f.store->enqueue(mark(w2, 400));
+  f.flush();
+  f.store->enqueue(fail(w2));
+  f.flush();
+  f.store->enqueue(fail(w1));
+  f.flush();
+  CHECK(f.value("SELECT string_agg(event_id::text, ',') FROM walhook.deliveries WHERE endpoint_id = 6 AND status = 'pending'") ==
+        w2);
+
+  // A stale 'sending' row newer than the pending row holding its key replaces it, never the reverse.
+  std::string x1 = f.event(), x2 = f.event();
+  f.store->enqueue(f.pending(x1, 500, "other", 6));
+  f.store->enqueue(mark(x2, 600, "other"));
+  f.flush();
+  pg::params key{"other"};
+  auto reset = f.run(f.store->reset_stale_sending(0s, {}));
+  REQUIRE(reset.has_value());
+  CHECK(f.value("SELECT string_agg(event_id::text || ':' || status, ',') FROM walhook.deliveries WHERE merge_key = $1", key) ==
+        x2 + ":pending");
+}

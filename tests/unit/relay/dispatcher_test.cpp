@@ -339,8 +339,8 @@ TEST_CASE("dispatcher: claims are sized by throughput; an endpoint leaves backlo
   CHECK(f.transport.calls() == 16);
   f.claim_round();
   REQUIRE(f.store.claim_calls.size() == 2);
-  // 16 answers in the 30 ms since the first: 533/s; × 500 ms claim horizon = 266 rows at once.
-  CHECK(f.store.claim_calls[1].at(0).limit == 266);
+  // Each attempt took 10 ms: 4 slots → 400/s; × 500 ms claim horizon = 200 rows at once.
+  CHECK(f.store.claim_calls[1].at(0).limit == 200);
   // Drain what is left quickly; then there is nothing more.
   while (!f.store.claimable.empty() || f.transport.waiting() > 0) {
     f.clock.advance(1ms);
