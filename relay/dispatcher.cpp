@@ -279,12 +279,15 @@ void dispatcher::wake(std::int64_t endpoint_id, bool resume) {
   claims_wake_.notify();
 }
 
-void dispatcher::reset_backlog(const std::vector<std::int64_t>& with_rows) {
+void dispatcher::start_session(const std::vector<std::int64_t>& with_rows) {
   backlog_.reset(with_rows);
+  active_ = true;
   claims_wake_.notify();
+  dispatch();
 }
 
 void dispatcher::end_session() {
+  active_ = false;
   auto now = clock_.system_now();
   for (auto& j : sched_.drain_all())
     if (j.row_id) write(j, spill_record(j, now));  // claimed rows go back; stream jobs are streamed again
@@ -307,6 +310,7 @@ void dispatcher::disown(const sql::delivery_key& k) {
 // ------------------------------------------------------------------ attempts
 
 void dispatcher::dispatch() {
+  if (!active_) return;  // a standby starts nothing
   while (auto j = sched_.next()) {
     auto r = std::make_shared<running>();
     r->j = std::move(*j);
@@ -409,6 +413,7 @@ bool dispatcher::must_hold() {
 }
 
 void dispatcher::sweep() {
+  if (!active_) return;
   auto now = clock_.steady_now();
   // Attempts holding their transaction too long are recorded, so the slot can move on.
   std::unordered_set<std::int64_t> busy;
@@ -436,6 +441,7 @@ void dispatcher::sweep() {
 // ------------------------------------------------------------------ claims
 
 asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round() {
+  if (!active_) co_return steady_time::max();  // start_session() notifies
   auto now = clock_.steady_now();
   auto now_sys = clock_.system_now();
   auto next_wake = steady_time::max();
@@ -469,6 +475,23 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
       co_return clock_.steady_now() + 1s;
     }
     if (!claimed->empty()) ++stats_.claims;
+    if (!active_) {  // the session ended while the claim ran: the rows go back at once
+      for (auto& c : *claimed) {
+        own({c.endpoint_id, c.event_id});
+        delivery::job j;
+        auto ev = std::make_shared<delivery::event>();
+        ev->id = c.event_id;
+        ev->merge_key = c.merge_key;
+        ev->aggregate_id = c.aggregate_id;
+        ev->commit_lsn = c.commit_lsn;
+        j.ev = ev;
+        j.endpoint_id = c.endpoint_id;
+        j.row_id = c.row_id;
+        j.attempts = c.attempts;
+        write(j, spill_record(j, clock_.system_now()));
+      }
+      co_return steady_time::max();
+    }
     std::unordered_map<std::int64_t, std::size_t> got;
     for (auto& c : *claimed) {
       ++got[c.endpoint_id];
@@ -543,7 +566,9 @@ void dispatcher::start(task_group& group) {
 asio::awaitable<void> dispatcher::shutdown(std::chrono::steady_clock::time_point deadline) {
   log::info("shutdown.begin", {{"in_flight", static_cast<std::uint64_t>(attempts_.size())},
                                {"queued", static_cast<std::uint64_t>(sched_.queued_total())}});
-  // Queued work goes to PostgreSQL; attempts in flight get the grace period.
+  // Nothing new starts (a claim still running hands its rows back); queued work goes to
+  // PostgreSQL; attempts in flight get the grace period.
+  active_ = false;
   auto now = clock_.system_now();
   for (auto& j : sched_.drain_all()) write(j, spill_record(j, now));
   co_await attempts_.async_wait(deadline - 1s);

@@ -96,12 +96,16 @@ class dispatcher {
   /// pending rows; `resume` also closes its breaker.
   void wake(std::int64_t endpoint_id, bool resume);
 
-  /// Session start: these endpoints have rows in walhook.deliveries.
-  void reset_backlog(const std::vector<std::int64_t>& with_rows);
-  /// Session end: claimed deliveries waiting in memory go back to pending; stream deliveries are
+  /// Session start (this instance leads and streams): these endpoints have rows in
+  /// walhook.deliveries; claims, sweeps and new attempts may run.
+  void start_session(const std::vector<std::int64_t>& with_rows);
+  /// Session end (the stream broke, or leadership is gone): nothing new is claimed, marked or
+  /// started; claimed deliveries waiting in memory go back to pending, stream deliveries are
   /// dropped (their transactions were not acknowledged: the next session streams them again).
-  /// Attempts in flight go on.
+  /// Attempts in flight finish within their deadline and their outcomes are written.
   void end_session();
+  /// Between start_session() and end_session().
+  bool active() const { return active_; }
   /// The rows this process owns — claimed or marked 'sending', with an attempt or an outcome
   /// write still on its way — which a reset of stale 'sending' rows must leave alone.
   std::vector<sql::delivery_key> owned() const;
@@ -175,6 +179,7 @@ class dispatcher {
   std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
   std::map<std::pair<std::int64_t, std::string>, int> owned_;
   dispatcher_stats stats_;
+  bool active_ = false;
 };
 
 }  // namespace walhook::relay

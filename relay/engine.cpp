@@ -155,7 +155,6 @@ struct engine::impl {
                                            h.last_success_at, h.paused_until, h.probe_rounds});
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
-    deliveries.reset_backlog(*with_backlog);
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
@@ -174,6 +173,7 @@ struct engine::impl {
       co_await sleep(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms);
     }
+    deliveries.start_session(*with_backlog);
     if (stream.info().slot_created) {
       (void)co_await store.clear_progress(options.slot);
       log::warn("replication.slot_created", {{"slot", options.slot},
@@ -276,6 +276,7 @@ struct engine::impl {
     if (!stopping && session_active)
       log::warn("replication.stream_ended", {{"error", result.message()}, {"detail", stream.last_error()}});
     session_active = false;
+    if (!stopping) deliveries.end_session();  // a stop spills the queue itself, then waits for attempts
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
     co_await session_tasks.async_wait();

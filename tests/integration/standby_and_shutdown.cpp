@@ -83,10 +83,17 @@ TEST_CASE("the lock's session is terminated: the active instance steps down at o
   relay::blocking_db db(url);
   test::receiver_thread rcv;
   test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
-  test::walhook_process first(test::run_args(url, slot, {"--instance-name", "first"}));
+  // Half of its answers fail: it always has pending rows, so the active instance claims all along.
+  relay::receiver_behaviour flaky;
+  flaky.error_rate = 0.5;
+  rcv->set_behaviour("/flaky", flaky);
+  test::add_endpoint(db, "t", rcv->url("/flaky"), delivery::generate_secret());
+  const int first_admin = relay::free_tcp_port();
+  test::walhook_process first(test::run_args(
+      url, slot, {"--instance-name", "first", "--backoff-base-ms", "50", "--admin-listen", fmt::format("127.0.0.1:{}", first_admin)}));
   first.start();
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
-  test::walhook_process second(test::run_args(url, slot, {"--instance-name", "second"}));
+  test::walhook_process second(test::run_args(url, slot, {"--instance-name", "second", "--backoff-base-ms", "50"}));
   second.start();
   REQUIRE(test::eventually([&] { return second.count_in_log("standby.waiting") > 0; }, 20s));
 
@@ -107,6 +114,18 @@ TEST_CASE("the lock's session is terminated: the active instance steps down at o
                       noticed_s, takeover_s));
   REQUIRE(took_over);
   CHECK(noticed_s < 2.0);  // the session's socket says so at once; nothing is polled
+  // The demoted instance starts nothing new: once its attempts in flight are done (5 s deadline
+  // at most), its attempt count stands still while the new leader works.
+  auto attempts = [&] {
+    auto [status, body] = test::http_get(static_cast<unsigned short>(first_admin), "/metrics");
+    auto at = body.find("\nwalhook_attempts_total ");
+    return at == std::string::npos ? -1L : std::stol(body.substr(at + 24));
+  };
+  ::usleep(5'500'000);
+  long settled = attempts();
+  ::usleep(2'000'000);
+  CHECK(settled >= 0);
+  CHECK(attempts() == settled);
   CHECK(test::query_value(db, "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'walhook first'") == "0");
   REQUIRE(load.join(60s));
   std::set<std::string> want;

@@ -31,6 +31,7 @@ struct dispatcher_fixture {
     if (tweak) tweak(options);
     d = std::make_unique<relay::dispatcher>(ioc.get_executor(), options, directory, tracker, store, transport, clock,
                                             relay::dispatcher::hooks{[this] { ++released; }, [this] { ++room; }});
+    d->start_session({});
   }
 
   const relay::endpoint& add_endpoint(std::int64_t id, int max_concurrency = 4, bool aggregate_ordering = false,

@@ -303,7 +303,7 @@ TEST_CASE("dispatcher: payload limit and bad endpoint configuration end dead at 
 TEST_CASE("dispatcher: an endpoint removed while its attempt runs — a stream delivery is done, a claimed one dead") {
   dispatcher_fixture f;
   f.add_endpoint(1);
-  f.d->reset_backlog({1});
+  f.d->start_session({1});
   f.store.claimable.push_back(f.claimable(1, 77));
   f.claim_round();
   auto end = f.transaction({1});
@@ -324,7 +324,7 @@ TEST_CASE("dispatcher: an endpoint removed while its attempt runs — a stream d
 TEST_CASE("dispatcher: claims are sized by throughput; an endpoint leaves backlog mode when its rows are gone") {
   dispatcher_fixture f([](relay::dispatcher_options& o) { o.max_claim = 1000; });
   f.add_endpoint(1);
-  f.d->reset_backlog({1});
+  f.d->start_session({1});
   for (int i = 0; i < 2000; ++i) f.store.claimable.push_back(f.claimable(1, 1000 + i));
   f.claim_round();
   REQUIRE(f.store.claim_calls.size() == 1);
@@ -398,7 +398,7 @@ TEST_CASE("dispatcher: a paused endpoint is not claimed for; the round wakes whe
   paused.consecutive_failures = 20;
   paused.paused_until = f.clock.system_now() + 45s;
   f.directory.set_health(1, paused);
-  f.d->reset_backlog({1});
+  f.d->start_session({1});
   auto next = f.claim_round();
   CHECK(f.store.claim_calls.empty());
   CHECK(next == f.clock.steady_now() + 45s);
@@ -412,7 +412,7 @@ TEST_CASE("dispatcher: a paused endpoint is not claimed for; the round wakes whe
 TEST_CASE("dispatcher: session end — claimed deliveries go back to pending, stream deliveries are dropped") {
   dispatcher_fixture f;
   f.add_endpoint(1, 1);
-  f.d->reset_backlog({1});
+  f.d->start_session({1});
   f.transaction({1});  // in flight
   f.transaction({1});  // queued (stream)
   f.store.claimable.push_back(f.claimable(1, 9));
@@ -454,4 +454,32 @@ TEST_CASE("dispatcher: shutdown — queued work is written, attempts still runni
   CHECK(f.d->attempts_running() == 0);
   f.store.commit();
   CHECK(f.tracker.held() == 0);
+}
+
+TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claimed, marked or started") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);
+  f.transaction({1});
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  f.d->end_session();
+  CHECK(f.d->scheduler().queued(1) == 0);  // the queued stream delivery is dropped (streamed again)
+  f.clock.advance(1s);
+  f.d->sweep();
+  CHECK(f.store.queued.empty());  // the attempt still running is not marked
+  f.store.claimable.push_back(f.claimable(1, 3));
+  f.d->wake(1, false);
+  f.claim_round();
+  CHECK(f.store.claim_calls.empty());
+  f.transport.answer(0, 200);  // the attempt in flight finishes…
+  f.run();
+  CHECK(f.transport.calls() == 1);  // …and nothing new starts
+  CHECK(f.d->stats().delivered == 1);
+  // The next session picks up again.
+  f.d->start_session({1});
+  f.claim_round();
+  CHECK(f.store.claim_calls.size() == 1);
+  f.run();
+  CHECK(f.transport.calls() == 2);
 }
