@@ -187,7 +187,8 @@ void dispatcher::apply(job j, const decision& d) {
 
 void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason) {
   auto now = clock_.system_now();
-  for (auto& j : sched_.drain(endpoint_id)) write(j, spill_record(j, now, next_at, reason));
+  for (auto& j : sched_.drain(endpoint_id))
+    write(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
 }
 
 void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
@@ -422,19 +423,30 @@ void dispatcher::sweep() {
     busy.insert(r->j.endpoint_id);
   }
   // A stalled endpoint's queue will not move soon: what holds a ticket goes to PostgreSQL.
+  // For aggregate order, an endpoint's queue leaves memory whole or not at all: claims put the
+  // table's rows back in order, and a later event left in memory would overtake them.
   auto sys_now = clock_.system_now();
+  auto ordered = [this](std::int64_t id) {
+    const endpoint* ep = directory_.find(id);
+    return ep && ep->aggregate_ordering;
+  };
   for (auto id : busy) {
     if (!backlog_.stalled(load_of(id, now), now)) continue;
     if (backlog_.use_table(id))
       log::info("endpoint.stalled", {{"endpoint_id", id},
                                      {"note", "every attempt runs past the hold bound: new deliveries go through PostgreSQL"}});
-    for (auto& j : sched_.take_holding(id)) write(j, spill_record(j, sys_now));
+    if (ordered(id)) spill_queue(id, std::nullopt, {});
+    else
+      for (auto& j : sched_.take_holding(id)) write(j, spill_record(j, sys_now));
   }
   // Deliveries that waited too long in memory go to PostgreSQL so the slot can move on.
+  std::unordered_set<std::int64_t> whole;
   for (auto& j : sched_.take_waiting_since(now - options_.max_wait_in_memory)) {
     backlog_.use_table(j.endpoint_id);
+    if (ordered(j.endpoint_id)) whole.insert(j.endpoint_id);
     write(j, spill_record(j, sys_now));
   }
+  for (auto id : whole) spill_queue(id, std::nullopt, {});
   if (hooks_.room && sched_.full_endpoints().empty()) hooks_.room();
 }
 

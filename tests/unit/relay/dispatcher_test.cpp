@@ -483,3 +483,27 @@ TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claim
   f.run();
   CHECK(f.transport.calls() == 2);
 }
+
+TEST_CASE("dispatcher: aggregate order — a sweep takes an ordered endpoint's queue to PostgreSQL whole, never a part") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 4, true);
+  f.transaction({1}, std::nullopt, "A");  // A1 goes out
+  f.transaction({1}, std::nullopt, "A");  // A2 waits behind it (one in flight per aggregate)
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  f.clock.advance(600ms);
+  f.transaction({1}, std::nullopt, "A");  // A3, younger
+  f.clock.advance(500ms);                  // A2 has waited 1.1 s, A3 0.5 s
+  f.d->sweep();
+  CHECK(f.d->scheduler().queued(1) == 0);  // A3 went with A2: it must not overtake it
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 3);            // A1's mark, then A2 and A3 pending
+  CHECK(upserts[0].outcome.status == sql::delivery_status::sending);
+  CHECK(upserts[1].event_id == "00000000-0000-0000-0000-000000000002");
+  CHECK(upserts[2].event_id == "00000000-0000-0000-0000-000000000003");
+  CHECK(upserts[2].outcome.status == sql::delivery_status::pending);
+  // And new events of the endpoint follow them through the table.
+  f.transaction({1}, std::nullopt, "A");
+  CHECK(f.store.queued_of<sql::upsert_delivery>().size() == 4);
+  CHECK(f.transport.calls() == 1);
+}
