@@ -33,6 +33,10 @@ admission admit(const delivery::job& j, const endpoint* ep, const delivery::brea
     if (persisted(j)) return write(dead_record(j, "endpoint no longer exists"));
     return {fate::release, {}};
   }
+  // Tenants never cross (DESIGN §4 invariant 8): an endpoint id can be reused by another
+  // tenant's endpoint (TRUNCATE … RESTART IDENTITY), or the endpoint moved to another tenant.
+  if (!j.ev->tenant_id.empty() && j.ev->tenant_id != ep->tenant_id)
+    return write(dead_record(j, "the endpoint belongs to another tenant than the event"));
   if (!ep->config_error.empty()) return write(dead_record(j, ep->config_error));
   if (j.ev->body.size() > policy.max_payload_bytes)
     return write(dead_record(

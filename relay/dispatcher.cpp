@@ -348,7 +348,11 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const endpoint* ep = directory_.find(id);
   boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
   std::optional<steady_time::duration> took;
-  if (ep && ep->target) {
+  // Checked at send time: the endpoint may have changed since the delivery was admitted.
+  auto sendable = [&r](const endpoint* e) {
+    return e && e->target && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
+  };
+  if (sendable(ep)) {
     delivery::http_target target = *ep->target;
     delivery::http_request req;
     req.body = r->j.ev->body;
@@ -378,7 +382,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   sched_.finished(j);
   auto now_sys = clock_.system_now();
   ep = directory_.find(id);  // it may have changed or gone while the attempt ran
-  if (!ep || !ep->target) {
+  if (!took || !ep || !ep->target) {
     auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
     apply(std::move(j), a);
   } else {

@@ -357,3 +357,39 @@ TEST_CASE("a recorded slot position from another cluster (a restored copy) is ig
   CHECK(walhook.wait(30s) == 0);
   CHECK(s.value("SELECT system_id <> '123' AND confirmed_lsn < 'FF/0' FROM walhook.slot_progress WHERE slot_name = 'rule_restore'") == "t");
 }
+
+TEST_CASE("tenants never cross: pending deliveries of a truncated endpoint never reach the new endpoint that got its id") {
+  setup s("tenants");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/acme", down);
+  test::add_endpoint(s.db, "acme", s.rcv->url("/acme"), delivery::generate_secret());
+  auto walhook = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "100"}));
+  walhook->start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  std::set<std::string> acme;
+  for (int i = 0; i < 3; ++i) acme.insert(s.publish("acme", "x", "{}"));
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "3"; }, 20s));
+  // The operator starts over: the endpoints table is emptied and its ids restart; globex's new
+  // endpoint gets acme's old id.
+  s.db.exec("TRUNCATE walhook.endpoints RESTART IDENTITY");
+  auto globex = test::add_endpoint(s.db, "globex", s.rcv->url("/globex"), delivery::generate_secret());
+  CHECK(globex == 1);
+  walhook->signal(SIGTERM);
+  REQUIRE(walhook->wait(30s) == 0);
+  walhook = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "100"}));
+  walhook->start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  auto own = s.publish("globex", "x", "{}");
+  REQUIRE(test::eventually([&] { return !s.received("/globex").empty(); }, 20s));
+  // acme's deliveries end dead with the reason; globex gets only its own event.
+  REQUIRE(test::eventually([&] {
+    return s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'dead' AND last_error = "
+                   "'the endpoint belongs to another tenant than the event'") == "3";
+  }, 30s));
+  for (auto& r : s.received("/globex", 0)) CHECK_FALSE(acme.contains(r.webhook_id));
+  CHECK(s.received("/globex").size() == 1);
+  CHECK(s.received("/globex").front().webhook_id == own);
+  walhook->signal(SIGTERM);
+  CHECK(walhook->wait(30s) == 0);
+}

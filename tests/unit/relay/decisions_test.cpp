@@ -33,6 +33,7 @@ delivery::job make_job(std::optional<std::string> merge_key = {}, std::optional<
                        std::size_t body_size = 100, int attempts = 0) {
   auto ev = std::make_shared<delivery::event>();
   ev->id = "00000000-0000-0000-0000-000000000001";
+  ev->tenant_id = "t";
   ev->created_at = "2027-01-15 08:00:00+00";
   ev->merge_key = std::move(merge_key);
   ev->body = std::string(body_size, 'x');
@@ -84,7 +85,11 @@ TEST_CASE("admit: the table of rules, in order") {
   };
   auto marked = make_job();
   marked.marked = true;
+  auto foreign = make_job({}, 5);
+  std::const_pointer_cast<delivery::event>(foreign.ev)->tenant_id = "other";
   std::vector<row> rows{
+      {"another tenant's endpoint (id reused, or moved)", foreign, &ok, closed, lane::memory, fate::write,
+       sql::delivery_status::dead, "the endpoint belongs to another tenant than the event", {}},
       {"endpoint gone, stream job", make_job(), nullptr, closed, lane::memory, fate::release, {}, "", {}},
       {"endpoint gone, claimed job", make_job({}, 5), nullptr, closed, lane::memory, fate::write,
        sql::delivery_status::dead, "endpoint no longer exists", {}},
