@@ -370,13 +370,25 @@ void preflight(const run_options& o) {
     if (std::string_view(e.what()).find("permission denied") != std::string_view::npos) throw cli_error(missing_privileges);
     throw;
   }
-  auto privs = db.exec(
-      "SELECT has_table_privilege('walhook.deliveries', 'SELECT, INSERT, UPDATE, DELETE') "
-      "AND has_table_privilege('walhook.endpoint_health', 'SELECT, INSERT, UPDATE') "
-      "AND has_table_privilege('walhook.endpoints', 'SELECT, UPDATE') "
-      "AND has_table_privilege('walhook.outbox', 'SELECT, DELETE') "
-      "AND has_table_privilege('walhook.slot_progress', 'SELECT, INSERT, UPDATE, DELETE')");
-  if (privs.value(0, 0) != "t") throw cli_error(missing_privileges);
+  // Each privilege on its own (has_table_privilege() with a list is true if *any* is held);
+  // walhook's one write to endpoints needs only its status and updated_at columns.
+  auto missing = db.exec(R"sql(
+SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')', ''), ', '
+                  ORDER BY v.tab, v.privilege, v.col)
+  FROM (VALUES ('walhook.deliveries', NULL, 'SELECT'), ('walhook.deliveries', NULL, 'INSERT'),
+               ('walhook.deliveries', NULL, 'UPDATE'), ('walhook.deliveries', NULL, 'DELETE'),
+               ('walhook.endpoint_health', NULL, 'SELECT'), ('walhook.endpoint_health', NULL, 'INSERT'),
+               ('walhook.endpoint_health', NULL, 'UPDATE'),
+               ('walhook.endpoints', NULL, 'SELECT'), ('walhook.endpoints', 'status', 'UPDATE'),
+               ('walhook.endpoints', 'updated_at', 'UPDATE'),
+               ('walhook.outbox', NULL, 'SELECT'), ('walhook.outbox', NULL, 'DELETE'),
+               ('walhook.slot_progress', NULL, 'SELECT'), ('walhook.slot_progress', NULL, 'INSERT'),
+               ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'))
+         AS v(tab, col, privilege)
+ WHERE NOT CASE WHEN v.col IS NULL THEN has_table_privilege(v.tab, v.privilege)
+                ELSE has_column_privilege(v.tab, v.col, v.privilege) END)sql");
+  if (!missing.is_null(0, 0))
+    throw cli_error(fmt::format("{}: {}", missing_privileges, missing.value(0, 0)));
   for (const auto& pub : o.publications) {
     pg::params p{pub};
     if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)

@@ -133,6 +133,15 @@ struct engine::impl {
     store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed});
   }
 
+  /// start_session(), saying which step failed and the server's message.
+  asio::awaitable<error_code> start_session_logged() {
+    auto ec = co_await start_session();
+    if (ec && ec != wal::errc::slot_in_use && !stopping && !start_step.empty())
+      log::warn("session.start_failed", {{"step", start_step}, {"error", store.last_read_error()}});
+    co_return ec;
+  }
+  std::string start_step;  ///< what start_session() is reading from the database, "" once streaming
+
   /// Everything a session needs from the database, then START_REPLICATION.
   asio::awaitable<error_code> start_session() {
     deliveries.end_session();
@@ -140,26 +149,32 @@ struct engine::impl {
     handler.reset();
     // 'sending' rows of a process that died (ours before a crash, or the instance we took over
     // from) go back to pending; this process's own attempts are left alone.
+    start_step = "reset 'sending' rows";
     auto reset = co_await store.reset_stale_sending(0s, deliveries.owned());
     if (!reset) co_return reset.error();
     if (*reset > 0) log::info("deliveries.sending_reset", {{"rows", static_cast<std::int64_t>(*reset)}});
+    start_step = "load endpoints";
     auto table = co_await store.load_endpoints();
     if (!table) co_return table.error();
     for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
       deliveries.endpoint_changed(c);
+    start_step = "load endpoint health";
     auto health = co_await store.load_health();
     if (!health) co_return health.error();
     directory.clear_health();
     for (const auto& h : *health)
       directory.set_health(h.endpoint_id, {h.consecutive_failures, h.first_failure_at, h.last_failure_at,
                                            h.last_success_at, h.paused_until, h.probe_rounds});
+    start_step = "find endpoints with pending deliveries";
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
+    start_step = "load the recorded slot position";
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
     stream.resume_from(progress->first, progress->second);
 
+    start_step.clear();  // the stream logs its own failures
     // The previous walsender may still hold the slot for a moment after a takeover.
     auto backoff = 50ms;
     for (int tries = 0;; ++tries) {
@@ -243,7 +258,7 @@ struct engine::impl {
 
   asio::awaitable<error_code> session() {
     ++sessions;
-    if (auto ec = co_await start_session()) {
+    if (auto ec = co_await start_session_logged()) {
       stream.close();
       co_return ec;
     }

@@ -91,17 +91,21 @@ struct state_store::impl {
     pause.expires_after(d);
     co_await pause.async_wait(tuple_awaitable);
   }
-  /// The reader connection, opened on demand, one query at a time.
+  /// The reader connection, opened on demand, one query at a time. A session found dead on use
+  /// (the server restarted while it was idle) is replaced once, at once.
   asio::awaitable<boost::system::result<pg::query_result>> read(std::string_view sql, pg::params args) {
     auto guard = co_await reader_mutex.scoped_lock();
-    if (!reader_conn.is_open()) {
-      if (auto ec = co_await open_session(reader_conn, options.conninfo, options.application_name + "-reader", 10s))
-        co_return ec;
+    for (int tries = 0;; ++tries) {
+      bool fresh = !reader_conn.is_open();
+      if (fresh) {
+        if (auto ec = co_await open_session(reader_conn, options.conninfo, options.application_name + "-reader", 10s))
+          co_return ec;
+      }
+      auto res = co_await reader_conn.async_exec(sql, args, options.statement_timeout);
+      if (res || res.error() == pg::errc::query_failed) co_return res;  // a server error leaves it usable
+      reader_conn.close();  // a broken session is not reused
+      if (fresh || tries > 0 || res.error() != pg::errc::connection_lost) co_return res;
     }
-    auto res = co_await reader_conn.async_exec(sql, args, options.statement_timeout);
-    // A broken session is not reused; a server error leaves it usable.
-    if (!res && res.error() != pg::errc::query_failed) reader_conn.close();
-    co_return res;
   }
 };
 
@@ -149,6 +153,8 @@ asio::awaitable<bool> state_store::async_idle(std::chrono::steady_clock::time_po
   std::erase(s.idle_waiters, &t);
   co_return backlog() == 0;
 }
+
+const std::string& state_store::last_read_error() const { return impl_->reader_conn.last_error(); }
 
 std::size_t state_store::backlog() const { return impl_->queue.size() + impl_->batch.size(); }
 std::uint64_t state_store::batches_committed() const { return impl_->batches; }

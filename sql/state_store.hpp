@@ -69,6 +69,9 @@ class state_store final : public store {
 
   // --- reads and claims, on the reader connection ---
 
+  /// The server's (or libpq's) message for the reader's last failure, for logs.
+  const std::string& last_read_error() const;
+
   boost::asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> claim_due(
       std::vector<claim_quota> quotas) override;
   boost::asio::awaitable<boost::system::result<std::vector<due_time>>> next_due(

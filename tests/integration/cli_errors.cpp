@@ -70,6 +70,15 @@ TEST_CASE("a database that was never migrated, and a role without REPLICATION") 
   auto no_grants = run_cli({"run", "--database-url", plain});
   CHECK(no_grants.code == 1);
   CHECK(no_grants.output.find("missing privileges on the walhook tables") != std::string::npos);
+
+  // Read-only is not enough, and the message names what is missing.
+  pg.psql("GRANT USAGE ON SCHEMA walhook TO plain; GRANT SELECT ON ALL TABLES IN SCHEMA walhook TO plain", "privileges");
+  auto read_only = run_cli({"run", "--database-url", plain});
+  CHECK(read_only.code == 1);
+  CHECK(read_only.output.find("missing privileges on the walhook tables") != std::string::npos);
+  CHECK(read_only.output.find("UPDATE on walhook.deliveries") != std::string::npos);
+  CHECK(read_only.output.find("SELECT on walhook.deliveries") == std::string::npos);
+  CHECK(one_line(read_only.output));
 }
 
 TEST_CASE("wal_level not logical") {
