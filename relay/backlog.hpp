@@ -98,9 +98,9 @@ class backlog_controller {
   /// Every slot is taken by an attempt older than hold_bound.
   bool stalled(const endpoint_load& load, steady_time now) const;
   /// Whether reading the slot should wait for this endpoint's full queue (back-pressure): it is
-  /// not stalled, its oldest queued delivery is younger than wait_bound / 2, and at its capacity
-  /// the queue drains within wait_bound / 2.
-  bool keeps_up(std::int64_t id, const endpoint_load& load, steady_time now) const;
+  /// not stalled, and its oldest queued delivery has waited at most wait_bound / 2 (a FIFO
+  /// queue's head has waited as long as the queue takes to drain).
+  bool keeps_up(const endpoint_load& load, steady_time now) const;
   /// How many due rows to claim for it now: its capacity × claim_horizon (before any attempt
   /// ended: first_claim_rounds × max_concurrency), at least max_concurrency, at most
   /// max_queued_per_endpoint, minus what it holds already — and 0 unless that is at least half

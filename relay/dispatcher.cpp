@@ -407,11 +407,19 @@ bool dispatcher::must_hold() {
     // Only stream work waits for an endpoint: one in backlog mode is fed by claims (its queue may
     // be full of claimed rows), and a full queue spills its new work to the table instead.
     if (backlog_.lane_of(id) != lane::memory) continue;
-    if (backlog_.keeps_up(id, load_of(id, now), now)) {
+    auto load = load_of(id, now);
+    if (backlog_.keeps_up(load, now)) {
       hold = true;
     } else if (backlog_.use_table(id)) {
-      log::info("endpoint.slow", {{"endpoint_id", id}, {"queued", static_cast<std::uint64_t>(sched_.queued(id))},
-                                  {"note", "its queue would wait too long: new deliveries go through PostgreSQL"}});
+      auto capacity = backlog_.capacity(id, load.max_concurrency);
+      log::info("endpoint.slow",
+                {{"endpoint_id", id},
+                 {"queued", static_cast<std::uint64_t>(load.queued)},
+                 {"in_flight", static_cast<std::uint64_t>(load.in_flight)},
+                 {"oldest_wait_ms", load.oldest_queued ? std::chrono::duration<double, std::milli>(now - *load.oldest_queued).count() : 0.0},
+                 {"last_start_ms", load.youngest_attempt ? std::chrono::duration<double, std::milli>(now - *load.youngest_attempt).count() : 0.0},
+                 {"capacity_per_s", capacity ? *capacity : 0.0},
+                 {"note", "its queue would wait too long: new deliveries go through PostgreSQL"}});
     }
   }
   return hold;

@@ -115,26 +115,22 @@ TEST_CASE("backlog: stalled means every slot held by an attempt older than the h
   CHECK_FALSE(b.stalled(l, t0 + 10s));
 }
 
-TEST_CASE("backlog: keeps_up — a full queue that drains within half the wait bound holds the stream") {
+TEST_CASE("backlog: keeps_up — a full queue whose head has waited less than half the wait bound holds the stream") {
   backlog_controller b;  // wait bound 1 s
   auto l = load(1000, 4);
   l.oldest_queued = t0;
   l.youngest_attempt = t0;
-  CHECK(b.keeps_up(1, l, t0 + 1ms));        // nothing known yet: judged by age
-  CHECK_FALSE(b.keeps_up(1, l, t0 + 501ms));  // waited more than half the bound
-  // 4,000/s (4 slots × 1 ms): 1,000 queued drain in 250 ms → keeps up.
-  b.attempt_finished(1, 1ms);
+  CHECK(b.keeps_up(l, t0 + 1ms));
+  CHECK(b.keeps_up(l, t0 + 200ms));
+  CHECK_FALSE(b.keeps_up(l, t0 + 501ms));  // waited more than half the bound
+  // Whatever attempt durations suggested: only the wait counts.
+  b.attempt_finished(1, 2s);
   l.youngest_attempt = t0 + 100ms;
-  l.oldest_queued = t0 + 90ms;
-  CHECK(b.keeps_up(1, l, t0 + 100ms));
-  // 200/s (4 slots × 20 ms): 1,000 queued would take 5 s → does not.
-  backlog_controller slow;
-  slow.attempt_finished(1, 20ms);
-  CHECK_FALSE(slow.keeps_up(1, l, t0 + 100ms));
+  CHECK(b.keeps_up(l, t0 + 120ms));
   // Stalled never keeps up.
   auto stalled = l;
   stalled.youngest_attempt = t0 - 1s;
-  CHECK_FALSE(b.keeps_up(1, stalled, t0 + 100ms));
+  CHECK_FALSE(b.keeps_up(stalled, t0 + 100ms));
 }
 
 TEST_CASE("backlog: claim sizes follow throughput, never tiny, never beyond the queue cap") {
