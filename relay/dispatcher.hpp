@@ -59,7 +59,7 @@ struct dispatcher_stats {
   std::uint64_t delivered = 0;
   std::uint64_t failed_attempts = 0;
   std::uint64_t dead = 0;
-  std::uint64_t spilled = 0;            ///< deliveries written pending without an attempt
+  std::uint64_t spilled = 0;            ///< deliveries written pending (spilled, failed, paused)
   std::uint64_t merged = 0;             ///< deliveries replaced by a newer one with the same merge key
   std::uint64_t claimed = 0;            ///< persisted deliveries claimed back
   std::uint64_t claims = 0;             ///< claim queries that returned rows
