@@ -23,6 +23,40 @@ namespace {
 
 sql::delivery_key key_of(const job& j) { return {j.endpoint_id, j.ev->id}; }
 
+/// A delivery known only in memory, as a row of walhook.deliveries with this outcome.
+sql::upsert_delivery upsert_of(const job& j, sql::delivery_outcome outcome) {
+  sql::upsert_delivery w;
+  w.endpoint_id = j.endpoint_id;
+  w.event_id = j.ev->id;
+  w.aggregate_id = j.ev->aggregate_id;
+  w.merge_key = j.ev->merge_key;
+  w.event_created_at = j.ev->created_at;
+  w.commit_lsn = j.ev->commit_lsn;
+  w.outcome = std::move(outcome);
+  return w;
+}
+
+/// The identity of a claimed row's event (its payload and body are the caller's to add).
+std::shared_ptr<delivery::event> event_of(const sql::claimed_delivery& c) {
+  auto ev = std::make_shared<delivery::event>();
+  ev->id = c.event_id;
+  ev->merge_key = c.merge_key;
+  ev->aggregate_id = c.aggregate_id;
+  ev->commit_lsn = c.commit_lsn;
+  return ev;
+}
+
+/// A claimed row as a job.
+job job_of(const sql::claimed_delivery& c, std::shared_ptr<const delivery::event> ev, steady_time now) {
+  job j;
+  j.ev = std::move(ev);
+  j.endpoint_id = c.endpoint_id;
+  j.row_id = c.row_id;
+  j.attempts = c.attempts;
+  j.enqueued_at = now;
+  return j;
+}
+
 backlog_policy backlog_policy_of(const dispatcher_options& o) {
   backlog_policy p;
   p.wait_bound = o.max_wait_in_memory;
@@ -119,15 +153,7 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
   } else if (j.marked) {
     store_.enqueue(sql::update_delivery{std::nullopt, key_of(j), std::move(record)}, std::move(durable));
   } else {
-    sql::upsert_delivery w;
-    w.endpoint_id = j.endpoint_id;
-    w.event_id = j.ev->id;
-    w.aggregate_id = j.ev->aggregate_id;
-    w.merge_key = j.ev->merge_key;
-    w.event_created_at = j.ev->created_at;
-    w.commit_lsn = j.ev->commit_lsn;
-    w.outcome = std::move(record);
-    store_.enqueue(std::move(w), std::move(durable));
+    store_.enqueue(upsert_of(j, std::move(record)), std::move(durable));
   }
 }
 
@@ -195,16 +221,10 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
   r->marked = true;
   own(key_of(r->j));
   ++stats_.marked_sending;
-  sql::upsert_delivery w;
-  w.endpoint_id = r->j.endpoint_id;
-  w.event_id = r->j.ev->id;
-  w.aggregate_id = r->j.ev->aggregate_id;
-  w.merge_key = r->j.ev->merge_key;
-  w.event_created_at = r->j.ev->created_at;
-  w.commit_lsn = r->j.ev->commit_lsn;
   // Due at once if this process dies: the startup reset puts it back to pending.
-  w.outcome = {sql::delivery_status::sending, r->j.attempts, r->started_at, r->started_at, std::nullopt, std::nullopt};
-  store_.enqueue(std::move(w), [this, r] { release(r->j); });
+  store_.enqueue(upsert_of(r->j, {sql::delivery_status::sending, r->j.attempts, r->started_at, r->started_at,
+                                  std::nullopt, std::nullopt}),
+                 [this, r] { release(r->j); });
 }
 
 // ------------------------------------------------------------------ admission
@@ -223,20 +243,11 @@ void dispatcher::submit(job j) {
 
 void dispatcher::admit_claimed(sql::claimed_delivery c) {
   ++stats_.claimed;
-  auto ev = std::make_shared<delivery::event>();
-  ev->id = c.event_id;
-  ev->merge_key = c.merge_key;
-  ev->aggregate_id = c.aggregate_id;
-  ev->commit_lsn = c.commit_lsn;
-  job j;
-  j.endpoint_id = c.endpoint_id;
-  j.row_id = c.row_id;
-  j.attempts = c.attempts;
-  j.enqueued_at = clock_.steady_now();
-  own({c.endpoint_id, c.event_id});
+  auto ev = event_of(c);
+  job j = job_of(c, ev, clock_.steady_now());
+  own(key_of(j));
   if (c.event_missing) {
     ev->created_at = format_iso8601(clock_.system_now());
-    j.ev = ev;
     write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt,
                          "event no longer in walhook.outbox"});
     return;
@@ -246,7 +257,6 @@ void dispatcher::admit_claimed(sql::claimed_delivery c) {
   ev->created_at = std::move(c.event_created_at);
   ev->payload = std::move(c.payload);
   ev->body = delivery::make_body(*ev);
-  j.ev = ev;
   // The same checks as fresh work: the endpoint may have been paused, disabled or removed while
   // the claim ran, and the payload limit holds for replayed deliveries too.
   admit_job(std::move(j));
@@ -324,7 +334,7 @@ void dispatcher::dispatch() {
   }
 }
 
-endpoint_load dispatcher::load_of(std::int64_t id, steady_time) const {
+endpoint_load dispatcher::load_of(std::int64_t id) const {
   endpoint_load l;
   l.queued = sched_.queued(id);
   l.in_flight = sched_.in_flight(id);
@@ -338,7 +348,7 @@ endpoint_load dispatcher::load_of(std::int64_t id, steady_time) const {
 
 void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took) {
   if (took) backlog_.attempt_finished(endpoint_id, *took);
-  if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id, now), now) > 0)
+  if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id), now) > 0)
     claims_wake_.notify();
   if (hooks_.room) hooks_.room();
 }
@@ -407,7 +417,7 @@ bool dispatcher::must_hold() {
     // Only stream work waits for an endpoint: one in backlog mode is fed by claims (its queue may
     // be full of claimed rows), and a full queue spills its new work to the table instead.
     if (backlog_.lane_of(id) != lane::memory) continue;
-    auto load = load_of(id, now);
+    auto load = load_of(id);
     if (backlog_.keeps_up(load, now)) {
       hold = true;
     } else if (backlog_.use_table(id)) {
@@ -443,7 +453,7 @@ void dispatcher::sweep() {
     return ep && ep->aggregate_ordering;
   };
   for (auto id : busy) {
-    if (!backlog_.stalled(load_of(id, now), now)) continue;
+    if (!backlog_.stalled(load_of(id), now)) continue;
     if (backlog_.use_table(id))
       log::info("endpoint.stalled", {{"endpoint_id", id},
                                      {"note", "every attempt runs past the hold bound: new deliveries go through PostgreSQL"}});
@@ -482,7 +492,7 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
       next_wake = std::min(next_wake, now + std::chrono::duration_cast<steady_time::duration>(*health.paused_until - now_sys));
       continue;
     }
-    auto load = load_of(id, now);
+    auto load = load_of(id);
     if (backlog_.stalled(load, now)) continue;  // an attempt ending brings the next round
     std::size_t n = std::min(backlog_.claim_size(id, load, now), global_room);
     if (n > 0) {
@@ -501,17 +511,8 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
     if (!claimed->empty()) ++stats_.claims;
     if (!active_) {  // the session ended while the claim ran: the rows go back at once
       for (auto& c : *claimed) {
-        own({c.endpoint_id, c.event_id});
-        delivery::job j;
-        auto ev = std::make_shared<delivery::event>();
-        ev->id = c.event_id;
-        ev->merge_key = c.merge_key;
-        ev->aggregate_id = c.aggregate_id;
-        ev->commit_lsn = c.commit_lsn;
-        j.ev = ev;
-        j.endpoint_id = c.endpoint_id;
-        j.row_id = c.row_id;
-        j.attempts = c.attempts;
+        job j = job_of(c, event_of(c), clock_.steady_now());
+        own(key_of(j));
         write(j, spill_record(j, clock_.system_now()));
       }
       co_return steady_time::max();

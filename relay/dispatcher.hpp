@@ -154,7 +154,7 @@ class dispatcher {
   void admit_claimed(sql::claimed_delivery c);
   void dispatch();
   boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
-  endpoint_load load_of(std::int64_t id, steady_time now) const;
+  endpoint_load load_of(std::int64_t id) const;
   void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
   void own(const sql::delivery_key& k);
   void disown(const sql::delivery_key& k);

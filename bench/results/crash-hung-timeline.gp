@@ -1,0 +1,11 @@
+set terminal pngcairo size 1000,820 font 'sans,10'
+set output 'crash-hung-timeline.png'
+set multiplot layout 2,1 title 'walhook-bench crash-hung (first run of each)'
+set grid
+set key top left
+set xlabel 'seconds since the load started'
+set ylabel 'backlog (deliveries committed − received)'
+plot 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-hung-endpoint-walhook.timeline' using 1:2 with lines lw 2 lc 1 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, hung endpoint', 'data/crash-hung-kill-9-4-hung-endpoint-walhook.timeline' using 1:2 with lines lw 2 lc 2 title 'walhook, kill -9 ×4, hung endpoint', 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-no-hung-endpoint-control-walhook.timeline' using 1:2 with lines lw 2 lc 3 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, no hung endpoint (control)'
+set ylabel 'slot lag (MiB)'
+plot 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-hung-endpoint-walhook.timeline' using 1:($3 >= 0 ? $3 : 1/0) with lines lw 2 lc 1 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, hung endpoint (unconfirmed)', 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-hung-endpoint-walhook.timeline' using 1:($5 >= 0 ? $5 : 1/0) with lines lw 1 dt 2 lc 1 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, hung endpoint (not yet sent)', 'data/crash-hung-kill-9-4-hung-endpoint-walhook.timeline' using 1:($3 >= 0 ? $3 : 1/0) with lines lw 2 lc 2 title 'walhook, kill -9 ×4, hung endpoint (unconfirmed)', 'data/crash-hung-kill-9-4-hung-endpoint-walhook.timeline' using 1:($5 >= 0 ? $5 : 1/0) with lines lw 1 dt 2 lc 2 title 'walhook, kill -9 ×4, hung endpoint (not yet sent)', 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-no-hung-endpoint-control-walhook.timeline' using 1:($3 >= 0 ? $3 : 1/0) with lines lw 2 lc 3 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, no hung endpoint (control) (unconfirmed)', 'data/crash-hung-kill-9-4-postgresql-restart-m-immediate-no-hung-endpoint-control-walhook.timeline' using 1:($5 >= 0 ? $5 : 1/0) with lines lw 1 dt 2 lc 3 title 'walhook, kill -9 ×4 + PostgreSQL restart -m immediate, no hung endpoint (control) (not yet sent)'
+unset multiplot
