@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 
@@ -39,9 +40,28 @@ std::string format_iso8601(system_clock::time_point t) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
 }
 
+std::optional<std::string> format_iso8601_exact(sys_micros t) {
+  using namespace std::chrono;
+  const auto day = floor<days>(t);
+  const year_month_day ymd{day};
+  if (ymd.year() < year{1} || ymd.year() > year{9999}) return std::nullopt;
+  const hh_mm_ss<microseconds> hms{t - day};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", static_cast<int>(ymd.year()),
+                     static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()), hms.hours().count(),
+                     hms.minutes().count(), hms.seconds().count(), hms.subseconds().count());
+}
+
+system_clock::time_point clamp_to_system_clock(sys_micros t, system_clock::time_point now) {
+  using namespace std::chrono;
+  const auto centre = time_point_cast<microseconds>(now);
+  const auto span = duration_cast<microseconds>(years{100});
+  const auto clamped = std::clamp(t, centre - span, centre + span);
+  return time_point_cast<system_clock::duration>(clamped);
+}
+
 std::optional<sys_micros> parse_pg_timestamptz(std::string_view s) {
-  // YYYY-MM-DD HH:MM:SS[.ffffff](+|-)HH[:MM[:SS]]
-  if (s.size() < 22 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' ||
+  // YYYY-MM-DD HH:MM:SS[.ffffff](+|-)HH[:MM[:SS]], or …Z
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' ||
       s[16] != ':')
     return std::nullopt;
   int year, mon, day, hour, min, sec;
@@ -63,12 +83,14 @@ std::optional<sys_micros> parse_pg_timestamptz(std::string_view s) {
     if (digits == 0) return std::nullopt;
     for (; digits < 6; ++digits) micros *= 10;
   }
-  if (pos >= s.size() || (s[pos] != '+' && s[pos] != '-')) return std::nullopt;
+  bool utc = pos + 1 == s.size() && s[pos] == 'Z' && s[10] == 'T';  // RFC 3339, as walhook writes it
+  if (!utc && (pos >= s.size() || (s[pos] != '+' && s[pos] != '-'))) return std::nullopt;
   int sign = s[pos] == '-' ? -1 : 1;
   ++pos;
   std::string_view tz = s.substr(pos);
   int oh = 0, om = 0, os = 0;
-  if (tz.size() == 2) {
+  if (utc) {
+  } else if (tz.size() == 2) {
     if (!parse_int(tz, oh)) return std::nullopt;
   } else if (tz.size() == 5 && tz[2] == ':') {
     if (!parse_int(tz.substr(0, 2), oh) || !parse_int(tz.substr(3, 2), om)) return std::nullopt;
@@ -101,9 +123,21 @@ system_clock::time_point from_pg_epoch_micros(std::int64_t us) {
 }  // namespace walhook
 
 namespace walhook {
-std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text) {
+std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text, std::string* why) {
+  auto say = [&](std::string reason) -> std::optional<std::string> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  const std::string shown(text.substr(0, 64));
+  if (text == "infinity" || text == "-infinity")
+    return say("created_at is " + shown + ": an event time must be finite");
+  if (text.ends_with(" BC") || (text.size() > 4 && text[0] >= '0' && text[0] <= '9' && text.find('-') > 4))
+    return say("created_at " + shown + " is outside the years 0001-9999 that RFC 3339 can express");
   auto t = parse_pg_timestamptz(text);
-  if (!t) return std::nullopt;
-  return format_iso8601(std::chrono::time_point_cast<system_clock::duration>(*t));
+  if (!t) return say("created_at is not a timestamptz walhook can read: " + shown);
+  auto iso = format_iso8601_exact(*t);
+  // A time zone offset can move a year-1 or year-9999 time across the edge.
+  if (!iso) return say("created_at " + shown + " is outside the years 0001-9999 that RFC 3339 can express");
+  return iso;
 }
 }  // namespace walhook

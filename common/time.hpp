@@ -35,10 +35,18 @@ inline system_clock::time_point system_now() { return system_clock::now(); }
 
 /// "2026-11-30T03:23:51.123456Z" (RFC 3339 / ISO 8601, UTC, microseconds).
 std::string format_iso8601(system_clock::time_point t);
+/// The same for any microsecond time point, exactly (no nanosecond cast, so no overflow outside
+/// 1678–2262); std::nullopt outside the years 0001–9999, which RFC 3339 cannot express.
+std::optional<std::string> format_iso8601_exact(sys_micros t);
+
+/// `t` as a system_clock time point, clamped to within 100 years of `now` first (system_clock
+/// counts nanoseconds in 64 bits: it spans only 1678–2262).
+system_clock::time_point clamp_to_system_clock(sys_micros t, system_clock::time_point now);
 
 /// Parses PostgreSQL's text output of a timestamptz in DateStyle ISO, e.g.
-/// "2026-11-30 03:23:51.123456+00", "2026-11-30 03:23:51+05:30", "2026-11-30 03:23:51.5-08".
-/// Returns std::nullopt on anything else (including 'infinity').
+/// "2026-11-30 03:23:51.123456+00", "2026-11-30 03:23:51+05:30", "2026-11-30 03:23:51.5-08",
+/// and walhook's own RFC 3339 form ("2026-11-30T03:23:51.123456Z"). Years 0001–9999 only.
+/// Returns std::nullopt on anything else (including 'infinity', BC dates, five-digit years).
 std::optional<sys_micros> parse_pg_timestamptz(std::string_view text);
 
 /// Unix seconds of a system time point (for webhook-timestamp).
@@ -54,6 +62,7 @@ system_clock::time_point from_pg_epoch_micros(std::int64_t us);
 }  // namespace walhook
 
 namespace walhook {
-/// PostgreSQL's ISO timestamptz text → ISO 8601 UTC ("…T…Z"); std::nullopt if unparseable.
-std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text);
+/// PostgreSQL's ISO timestamptz text → ISO 8601 UTC ("…T…Z"), exactly; std::nullopt if it
+/// cannot be expressed (infinite, BC, after 9999, or not a timestamptz), with the reason in `why`.
+std::optional<std::string> pg_timestamptz_to_iso8601(std::string_view text, std::string* why = nullptr);
 }  // namespace walhook

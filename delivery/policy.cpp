@@ -38,7 +38,9 @@ bool parse_clock(std::string_view s, int& h, int& m, int& sec) {
          to_int(s.substr(6, 2), sec) && h < 24 && m < 60 && sec <= 60;
 }
 
-std::optional<sys_time> make_time(int year, int month, int day, int h, int m, int s) {
+// Seconds, not system_clock's nanoseconds: a date far in the future or past (year 9999, year 1)
+// must not overflow.
+std::optional<sys_seconds> make_time(int year, int month, int day, int h, int m, int s) {
   year_month_day ymd{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
                      std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok()) return std::nullopt;
@@ -60,7 +62,7 @@ std::vector<std::string_view> split_spaces(std::string_view s) {
 
 // HTTP-date (RFC 9110 §5.6.7): IMF-fixdate, obsolete RFC 850 and asctime forms. `now` places
 // RFC 850's two-digit year.
-std::optional<sys_time> parse_http_date(std::string_view v, sys_time now) {
+std::optional<sys_seconds> parse_http_date(std::string_view v, sys_time now) {
   auto parts = split_spaces(v);
   int day = 0, year = 0, h = 0, m = 0, s = 0;
   if (parts.size() == 6 && parts[0].size() == 4 && parts[0][3] == ',' && parts[5] == "GMT") {
@@ -114,8 +116,10 @@ std::optional<seconds> parse_retry_after(std::string_view value, sys_time now) {
   }
   auto at = parse_http_date(value, now);
   if (!at) return std::nullopt;
-  if (*at <= now) return seconds{0};
-  return duration_cast<seconds>(*at - now + seconds{1} - nanoseconds{1});  // round up
+  const auto now_s = floor<seconds>(now);
+  if (*at <= now_s) return seconds{0};
+  const auto delay = *at - now_s;  // = ceil(at - now): `at` is whole seconds
+  return std::min(delay, seconds{std::numeric_limits<std::int32_t>::max()});
 }
 
 attempt_outcome classify(const boost::system::result<http_response>& response, sys_time now,

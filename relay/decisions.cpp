@@ -14,25 +14,31 @@ sql::delivery_outcome dead_record(const delivery::job& j, std::string reason) {
   return {sql::delivery_status::dead, j.attempts, std::nullopt, std::nullopt, std::nullopt, std::move(reason)};
 }
 
+/// A due time on walhook's clock as the delay the server adds to its own now().
+std::optional<std::chrono::milliseconds> delay_until(std::optional<sys_time> at, sys_time now) {
+  if (!at) return std::nullopt;
+  return std::max(std::chrono::milliseconds{0}, std::chrono::ceil<std::chrono::milliseconds>(*at - now));
+}
+
 sql::delivery_outcome attempted(sql::delivery_status status, int attempts, std::optional<sys_time> next_at,
                                 sys_time now, std::optional<int> last_status, std::optional<std::string> last_error) {
-  return {status, attempts, next_at, now, last_status, std::move(last_error)};
+  return {status, attempts, delay_until(next_at, now), now, last_status, std::move(last_error)};
 }
 
 }  // namespace
 
 sql::delivery_outcome spill_record(const delivery::job& j, sys_time now, std::optional<sys_time> next_at,
                                    std::optional<std::string> reason) {
-  return {sql::delivery_status::pending, j.attempts, next_at.value_or(now), std::nullopt, std::nullopt, std::move(reason)};
+  return {sql::delivery_status::pending, j.attempts, delay_until(next_at.value_or(now), now), std::nullopt, std::nullopt,
+          std::move(reason)};
 }
 
 admission admit(const delivery::job& j, const endpoint* ep, const delivery::breaker_state& health, lane l,
                 sys_time now, const admission_policy& policy) {
   auto write = [](sql::delivery_outcome o) { return admission{fate::write, std::move(o)}; };
-  if (!ep) {
-    if (persisted(j)) return write(dead_record(j, "endpoint no longer exists"));
-    return {fate::release, {}};
-  }
+  // Removed by any means (DELETE, TRUNCATE): its undelivered work ends dead with the reason, as
+  // its rows in walhook.deliveries do (the removal trigger of migration 004).
+  if (!ep) return write(dead_record(j, "endpoint no longer exists"));
   // Tenants never cross (DESIGN §4 invariant 8): an endpoint id can be reused by another
   // tenant's endpoint (TRUNCATE … RESTART IDENTITY), or the endpoint moved to another tenant.
   if (!j.ev->tenant_id.empty() && j.ev->tenant_id != ep->tenant_id)
@@ -95,9 +101,10 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
       break;
   }
   d.last_error = outcome.error;
+  // The event's age bounds its retries (max_age); a created_at far outside the clock's range is
+  // clamped, never cast with overflow.
   std::optional<sys_time> created_at;
-  if (auto created = parse_pg_timestamptz(j.ev->created_at))
-    created_at = std::chrono::time_point_cast<system_clock::duration>(*created);
+  if (auto created = parse_pg_timestamptz(j.ev->created_at)) created_at = clamp_to_system_clock(*created, now);
   auto next = delivery::next_attempt(attempts, now, created_at, outcome.retry_after, policy.retry, unit_random);
   auto action = delivery::record_failure(d.breaker, now, policy.breaker);
   // Retry-After speaks for the endpoint, not just this delivery: nothing is sent to it before

@@ -47,7 +47,7 @@ struct admission {
 };
 
 /// Admits a job — fresh from the stream (holds a ticket) or claimed back (row_id set). In order:
-///   endpoint gone            → release a stream job; a persisted one (row or mark) ends dead
+///   endpoint gone            → dead (removed by any means: its queued work ends with it)
 ///   another tenant's endpoint → dead (an id reused after TRUNCATE … RESTART IDENTITY, a moved endpoint)
 ///   URL or secret unusable   → dead with the endpoint's config error
 ///   body > max_payload_bytes → dead

@@ -222,8 +222,8 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
   own(key_of(r->j));
   ++stats_.marked_sending;
   // Due at once if this process dies: the startup reset puts it back to pending.
-  store_.enqueue(upsert_of(r->j, {sql::delivery_status::sending, r->j.attempts, r->started_at, r->started_at,
-                                  std::nullopt, std::nullopt}),
+  store_.enqueue(upsert_of(r->j, {sql::delivery_status::sending, r->j.attempts, std::chrono::milliseconds{0},
+                                  r->started_at, std::nullopt, std::nullopt}),
                  [this, r] { release(r->j); });
 }
 
@@ -241,6 +241,12 @@ void dispatcher::submit(job j) {
   admit_job(std::move(j));
 }
 
+void dispatcher::submit_dead(job j, std::string reason) {
+  j.enqueued_at = clock_.steady_now();
+  const int attempts = j.attempts;
+  write(std::move(j), {sql::delivery_status::dead, attempts, std::nullopt, std::nullopt, std::nullopt, std::move(reason)});
+}
+
 void dispatcher::admit_claimed(sql::claimed_delivery c) {
   ++stats_.claimed;
   auto ev = event_of(c);
@@ -254,8 +260,14 @@ void dispatcher::admit_claimed(sql::claimed_delivery c) {
   }
   ev->tenant_id = std::move(c.tenant_id);
   ev->type = std::move(c.event_type);
-  ev->created_at = std::move(c.event_created_at);
   ev->payload = std::move(c.payload);
+  std::string why;
+  auto created_at = pg_timestamptz_to_iso8601(c.event_created_at, &why);
+  ev->created_at = created_at.value_or(c.event_created_at);
+  if (!created_at) {
+    write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt, std::move(why)});
+    return;
+  }
   ev->body = delivery::make_body(*ev);
   // The same checks as fresh work: the endpoint may have been paused, disabled or removed while
   // the claim ran, and the payload limit holds for replayed deliveries too.
@@ -282,6 +294,14 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
     backlog_.wake(c.id);
     claims_wake_.notify();
   }
+}
+
+void dispatcher::removal_streamed(std::optional<std::int64_t> endpoint_id, std::uint32_t xid, lsn_tracker::ticket ticket) {
+  tracker_.hold(ticket);
+  store_.enqueue(sql::removal_streamed{endpoint_id, xid}, [this, ticket] {
+    tracker_.release(ticket);
+    if (hooks_.released) hooks_.released();
+  });
 }
 
 void dispatcher::wake(std::int64_t endpoint_id, bool resume) {
@@ -392,7 +412,12 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   sched_.finished(j);
   auto now_sys = clock_.system_now();
   ep = directory_.find(id);  // it may have changed or gone while the attempt ran
-  if (!took || !ep || !ep->target) {
+  const bool delivered_to_removed = !ep && took && !j.row_id && !j.marked &&
+                                    delivery::classify(response, now_sys, options_.outcomes.retry).kind ==
+                                        delivery::verdict::delivered;
+  if (delivered_to_removed) {
+    release(j);  // it arrived before the endpoint went: nothing to record
+  } else if (!took || !ep || !ep->target) {
     auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
     apply(std::move(j), a);
   } else {

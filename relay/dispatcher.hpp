@@ -88,10 +88,17 @@ class dispatcher {
 
   /// A delivery routed from the stream (it holds its transaction's ticket).
   void submit(delivery::job j);
+  /// A delivery of an outbox row that cannot become a request (e.g. a created_at RFC 3339 cannot
+  /// express): recorded dead with `reason`, never sent; its ticket goes once that is durable.
+  void submit_dead(delivery::job j, std::string reason);
   /// An endpoint was added, changed or removed (endpoint_directory's answer): its queued work
   /// leaves memory if it stopped being active, its connections are dropped if its URL changed,
   /// its pending rows are looked for if it became active.
   void endpoint_changed(const endpoint_change& c);
+  /// The stream carried the removal of an endpoint (a Delete; a Truncate when `endpoint_id` is
+  /// empty) in transaction `xid`: the copy kept for replays is forgotten, holding `ticket` (the
+  /// transaction's) until that is durable.
+  void removal_streamed(std::optional<std::int64_t> endpoint_id, std::uint32_t xid, lsn_tracker::ticket ticket);
   /// An operator's signal (`walhook replay`, `endpoint resume|enable`): look for the endpoint's
   /// pending rows; `resume` also closes its breaker.
   void wake(std::int64_t endpoint_id, bool resume);

@@ -191,6 +191,12 @@ struct engine::impl {
     deliveries.start_session(*with_backlog);
     if (stream.info().slot_created) {
       (void)co_await store.clear_progress(options.slot);
+      // Removals before the new slot's start are never streamed: their copies go, and the
+      // endpoints are read again without them.
+      if (!co_await store.clear_removed_endpoints())
+        if (auto table = co_await store.load_endpoints())
+          for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
+            deliveries.endpoint_changed(c);
       log::warn("replication.slot_created", {{"slot", options.slot},
                                              {"note", "the slot did not exist: events committed before this moment "
                                                       "are not in it (walhook migrate creates it ahead of time)"}});

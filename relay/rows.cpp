@@ -47,19 +47,19 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   ev.tenant_id = std::move(*tenant);
   ev.type = std::move(*type);
   ev.payload = std::move(*payload);
+  ev.aggregate_id = row.text("aggregate_id");
+  ev.merge_key = row.text("merge_key");
+  ev.commit_lsn = commit_lsn;
   if (created) {
-    auto iso = pg_timestamptz_to_iso8601(*created);
+    auto iso = pg_timestamptz_to_iso8601(*created, &why);
     if (!iso) {
-      why = "outbox row with unparseable created_at: " + *created;
-      return std::make_error_code(std::errc::invalid_argument);
+      ev.created_at = std::move(*created);
+      return ev;
     }
     ev.created_at = std::move(*iso);
   } else {
     ev.created_at = format_iso8601(system_now());
   }
-  ev.aggregate_id = row.text("aggregate_id");
-  ev.merge_key = row.text("merge_key");
-  ev.commit_lsn = commit_lsn;
   ev.body = delivery::make_body(ev);
   return ev;
 }
@@ -96,15 +96,21 @@ void resolve_endpoint(endpoint& e) {
   }
 }
 
-boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous) {
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous,
+                                                  const row_view* old_row, std::string* why) {
   endpoint e;
   if (previous) e = *previous;
   std::string_view v;
+  std::string missing;
   auto take = [&](std::string_view col, auto&& assign) {
-    switch (row.get(col, v)) {
+    auto state = row.get(col, v);
+    if (state == row_view::state::unchanged && old_row) state = old_row->get(col, v);
+    switch (state) {
       case row_view::state::value: assign(std::optional<std::string_view>(v)); break;
       case row_view::state::null: assign(std::optional<std::string_view>()); break;
       case row_view::state::unchanged:
+        if (!previous) missing = col;  // neither the old tuple nor the cache has it
+        break;
       case row_view::state::absent: break;  // keep the cached value
     }
   };
@@ -141,6 +147,10 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
     else e.status = endpoint_status::active;
   });
   take("ordering", [&](auto s) { e.aggregate_ordering = s && *s == "aggregate"; });
+  if (!missing.empty()) {
+    if (why) *why = "column " + missing + " is unchanged in the stream and walhook has no earlier value of it";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
   resolve_endpoint(e);
   return e;
 }

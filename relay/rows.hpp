@@ -34,7 +34,10 @@ class row_view {
 };
 
 /// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
-/// carry no detail; `why` says what is wrong (missing id, tenant, type, payload, bad timestamp).
+/// carry no detail; `why` says what is wrong (missing id, tenant, type or payload). A created_at
+/// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back
+/// with created_at as PostgreSQL printed it, no body, and the reason in `why` — the caller
+/// records its deliveries dead.
 boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why);
 
 enum class endpoint_status { active, paused, disabled };
@@ -58,9 +61,13 @@ struct endpoint {
   bool subscribed(std::string_view event_type) const;
 };
 
-/// Builds an endpoint from an Insert/Update of walhook.endpoints. Unchanged-TOAST columns are
-/// taken from `previous` (the cached row). Errors: the row has no id.
-boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous);
+/// Builds an endpoint from an Insert/Update of walhook.endpoints. A column pgoutput sends as
+/// unchanged (a TOASTed value the UPDATE did not touch) is taken from `old_row` (the old tuple:
+/// walhook.endpoints has REPLICA IDENTITY FULL), else from `previous` (the cached endpoint); a
+/// value is never made up. Errors (std::errc::invalid_argument): the row has no id; or a column is
+/// unchanged and neither gives it (`why` says which).
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous,
+                                                  const row_view* old_row = nullptr, std::string* why = nullptr);
 
 /// Endpoints from a whole-table read (column names and text rows, std::nullopt for NULL),
 /// decoded exactly like the stream's rows; rows without an id are skipped.

@@ -46,10 +46,14 @@ void stream_handler::on_event(const row_view& row) {
   ++events_;
   std::string why;
   auto ev = event_from_row(row, current_final_lsn_, why);
-  if (!ev) {
+  if (!ev) {  // no id, tenant or type: there is no delivery to record (the schema makes this rare)
     ++malformed_rows_;
     log::error("outbox.malformed_row", {{"reason", why}});
     return;
+  }
+  if (!why.empty()) {
+    ++malformed_rows_;
+    log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
   auto shared = std::make_shared<const delivery::event>(std::move(*ev));
   for (std::int64_t id : directory_.route(shared->tenant_id, shared->type)) {
@@ -58,15 +62,20 @@ void stream_handler::on_event(const row_view& row) {
     j.endpoint_id = id;
     j.ticket = current_ticket_;
     tracker_.hold(current_ticket_);
-    deliveries_.submit(std::move(j));
+    if (why.empty()) deliveries_.submit(std::move(j));
+    else deliveries_.submit_dead(std::move(j), why);  // recorded with its reason, never skipped
   }
 }
 
-void stream_handler::apply_endpoint(const row_view& row) {
+void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row) {
   auto id = endpoint_id_of(row);
   const endpoint* previous = id ? directory_.find(*id) : nullptr;
-  auto e = endpoint_from_row(row, previous);
-  if (!e) return;
+  std::string why;
+  auto e = endpoint_from_row(row, previous, old_row, &why);
+  if (!e) {
+    if (!why.empty()) log::error("endpoint.incomplete_row", {{"endpoint_id", id.value_or(0)}, {"error", why}});
+    return;
+  }
   if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
   bool news = !previous || previous->status != e->status || previous->url != e->url;
   log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
@@ -74,15 +83,19 @@ void stream_handler::apply_endpoint(const row_view& row) {
   deliveries_.endpoint_changed(directory_.apply(std::move(*e)));
 }
 
-void stream_handler::remove_endpoint(const row_view& row) {
-  if (auto id = endpoint_id_of(row))
-    if (auto c = directory_.remove(*id)) deliveries_.endpoint_changed(*c);
+void stream_handler::remove_endpoint(const row_view& row, bool streamed_removal) {
+  auto id = endpoint_id_of(row);
+  if (!id) return;
+  if (auto c = directory_.remove(*id)) deliveries_.endpoint_changed(*c);
+  // A Delete: the copy kept for replays (walhook.endpoints_removed) has served.
+  if (streamed_removal) deliveries_.removal_streamed(*id, current_xid_, current_ticket_);
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
   current_ticket_ = tracker_.begin();
   open_since_.emplace_back(current_ticket_, clock_.steady_now());
   current_final_lsn_ = b.final_lsn;
+  current_xid_ = b.xid;
   return {};
 }
 
@@ -110,23 +123,30 @@ boost::system::error_code stream_handler::on_message(const pgo::update& m) {
   const auto* rel = relations_.find(m.relation_oid);
   if (!rel) return wal::errc::unknown_relation;
   if (m.relation_oid != endpoints_oid_) return {};
-  // A changed primary key arrives as the old key + the new row.
-  if (m.key_tuple) remove_endpoint(row_view(*rel, *m.key_tuple));
-  apply_endpoint(row_view(*rel, m.new_tuple));
+  // walhook.endpoints has REPLICA IDENTITY FULL: the old row comes with every update (older
+  // schemas send only a changed key). A changed id is a removal of the old one.
+  const auto* old = m.old_tuple ? &*m.old_tuple : m.key_tuple ? &*m.key_tuple : nullptr;
+  std::optional<row_view> old_row;
+  if (old) old_row.emplace(*rel, *old);
+  const row_view new_row(*rel, m.new_tuple);
+  if (old_row && endpoint_id_of(*old_row) != endpoint_id_of(new_row)) remove_endpoint(*old_row, false);
+  apply_endpoint(new_row, old_row ? &*old_row : nullptr);
   return {};
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::delete_& m) {
   const auto* rel = relations_.find(m.relation_oid);
   if (!rel) return wal::errc::unknown_relation;
-  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple));
+  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple), true);
   return {};
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::truncate& m) {
   for (auto oid : m.relation_oids)
-    if (oid == endpoints_oid_)
+    if (oid == endpoints_oid_) {
       for (const auto& c : directory_.clear()) deliveries_.endpoint_changed(c);
+      deliveries_.removal_streamed(std::nullopt, current_xid_, current_ticket_);
+    }
   return {};
 }
 

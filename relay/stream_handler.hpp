@@ -54,8 +54,8 @@ class stream_handler {
   error_code on_message(const wal::pgoutput::type&) { return {}; }
   error_code on_message(const wal::pgoutput::logical_message& m);
   void on_event(const row_view& row);
-  void apply_endpoint(const row_view& row);
-  void remove_endpoint(const row_view& row);
+  void apply_endpoint(const row_view& row, const row_view* old_row = nullptr);
+  void remove_endpoint(const row_view& row, bool streamed_removal);
 
   lsn_tracker& tracker_;
   endpoint_directory& directory_;
@@ -66,6 +66,7 @@ class stream_handler {
   std::optional<std::uint32_t> endpoints_oid_;
   lsn_tracker::ticket current_ticket_ = 0;
   lsn current_final_lsn_;
+  std::uint32_t current_xid_ = 0;
   std::uint64_t events_ = 0;
   std::uint64_t malformed_rows_ = 0;
   std::deque<std::pair<lsn_tracker::ticket, std::chrono::steady_clock::time_point>> open_since_;

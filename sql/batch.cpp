@@ -3,6 +3,7 @@
 #include "common/json_writer.hpp"
 #include "sql/statements.hpp"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -34,7 +35,9 @@ void put_int(json_writer& j, std::string_view key, const std::optional<int>& v) 
 
 void put_outcome(json_writer& j, const delivery_outcome& o) {
   j.field("status", to_string(o.status)).field("attempts", o.attempts);
-  put_time(j, "next_attempt_at", o.next_attempt_at);
+  j.key("next_attempt_in_ms");
+  if (o.next_attempt_in) j.number(static_cast<std::int64_t>(std::max<std::int64_t>(0, o.next_attempt_in->count())));
+  else j.null();
   put_time(j, "last_attempt_at", o.last_attempt_at);
   put_int(j, "last_status", o.last_status);
   j.field("last_error", o.last_error);
@@ -53,6 +56,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   // The last health write per endpoint, the highest progress per (slot, system).
   std::map<std::int64_t, const health_write*> latest_health;
   std::map<std::pair<std::string, std::string>, lsn> latest_progress;
+  std::vector<const removal_streamed*> removals;
   // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
   // newest (last queued: commit order) is written.
   std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
@@ -95,6 +99,8 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     } else if (const auto* p = std::get_if<progress_write>(&writes[i])) {
       auto& v = latest_progress[{p->slot, p->system_id}];
       v = std::max(v, p->confirmed_lsn);
+    } else if (const auto* r = std::get_if<removal_streamed>(&writes[i])) {
+      removals.push_back(r);
     }
   }
   std::string disable = "{";
@@ -124,6 +130,10 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   if (any_update) out.push_back({std::string(statements::update_deliveries), {updates.take()}});
   if (!latest_health.empty()) out.push_back({std::string(statements::write_health), {health.take()}});
   if (disable.size() > 2) out.push_back({std::string(statements::disable_endpoints), {disable}});
+  for (const auto* r : removals)
+    out.push_back({std::string(statements::forget_removed_endpoint),
+                   {r->endpoint_id ? std::optional<std::string>(std::to_string(*r->endpoint_id)) : std::nullopt,
+                    std::to_string(r->xid)}});
   for (const auto& [key, position] : latest_progress)
     out.push_back({std::string(statements::record_progress), {key.first, key.second, position.to_string()}});
   return out;

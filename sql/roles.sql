@@ -14,6 +14,7 @@ GRANT DELETE ON walhook.outbox TO walhook_relay;  -- retention (30 days)
 GRANT UPDATE (status, updated_at) ON walhook.endpoints TO walhook_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.deliveries, walhook.endpoint_health, walhook.slot_progress
   TO walhook_relay;
+GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies of removed endpoints (migration 004)
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 
 CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';

@@ -40,6 +40,47 @@ bool strip_free_text(write& w) {
 
 std::int64_t to_int64(std::string_view s) { return std::stoll(std::string(s)); }
 
+/// A refusal because of the data itself (SQLSTATE classes 22 data exception, 23 integrity
+/// constraint violation, 54 program limit exceeded — e.g. an index row too large): writing the
+/// same row again can never succeed.
+bool is_data_error(const std::string& sqlstate) {
+  return sqlstate.starts_with("22") || sqlstate.starts_with("23") || sqlstate.starts_with("54");
+}
+
+/// Turns a delivery write the server refused for its data into the smallest dead record of that
+/// delivery: no merge key or aggregate (the usual culprits), the server's reason as last_error.
+/// False for writes that are not deliveries, or already were turned.
+bool make_dead(write& w, const std::string& server_error) {
+  std::string reason = "walhook could not store this delivery's state: " + server_error.substr(0, 300);
+  auto turn = [&](delivery_outcome& o) {
+    if (o.status == delivery_status::dead && o.last_error && o.last_error->starts_with("walhook could not store"))
+      return false;
+    o.status = delivery_status::dead;
+    o.next_attempt_in.reset();
+    o.last_error = std::move(reason);
+    return true;
+  };
+  if (auto* u = std::get_if<upsert_delivery>(&w)) {
+    u->merge_key.reset();
+    u->aggregate_id.reset();
+    return turn(u->outcome);
+  }
+  if (auto* d = std::get_if<update_delivery>(&w)) return turn(d->outcome);
+  return false;
+}
+
+/// Who a write is about, for the log line of a write that had to be given up.
+std::string describe(const write& w) {
+  if (const auto* u = std::get_if<upsert_delivery>(&w))
+    return "delivery of event " + u->event_id + " to endpoint " + std::to_string(u->endpoint_id);
+  if (const auto* d = std::get_if<update_delivery>(&w))
+    return d->row_id ? "delivery row " + std::to_string(*d->row_id)
+                     : "delivery of event " + d->key.event_id + " to endpoint " + std::to_string(d->key.endpoint_id);
+  if (const auto* h = std::get_if<health_write>(&w)) return "health of endpoint " + std::to_string(h->endpoint_id);
+  if (std::holds_alternative<removal_streamed>(w)) return "copy of a removed endpoint";
+  return "slot progress";
+}
+
 }  // namespace
 
 struct state_store::impl {
@@ -63,6 +104,8 @@ struct state_store::impl {
   std::uint64_t batches = 0;
   std::uint64_t rows = 0;
   std::uint64_t failures = 0;
+  std::uint64_t refused = 0;   ///< delivery writes refused for their data, written as dead instead
+  std::uint64_t given_up = 0;  ///< writes refused even as a dead record: logged and dropped
   std::vector<asio::steady_timer*> idle_waiters;  ///< woken when the backlog reaches 0
 
   void take_batch() {
@@ -111,13 +154,20 @@ struct state_store::impl {
 
 asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
   // A statement failed for a reason that is not the connection: write one at a time to find the
-  // write at fault. A data error (SQLSTATE class 22) is retried once without its free text; a
-  // write that still fails stays at the head of the batch and the caller retries it after a
-  // backoff. Nothing is dropped: an unwritten delivery keeps its LSN ticket, so the slot is
-  // never acknowledged past it (DESIGN §4 invariant 2).
+  // write at fault. A write the server refuses for its data (is_data_error) can never land as it
+  // is: first without its free text (class 22: e.g. text a customer's server sent), then as the
+  // delivery's dead record with the server's reason; a write that is refused even so is given up
+  // with an error log line, so one bad row never blocks the queue, the slot or other tenants.
+  // Any other refusal (read-only, permissions, disk full) keeps the write at the head of the
+  // batch and the caller retries it after a backoff: an unwritten delivery keeps its LSN ticket,
+  // so the slot is never acknowledged past it (DESIGN §4 invariant 2).
   while (!batch.empty()) {
     for (int tries = 0;; ++tries) {
       auto statements = build_batch(std::span<const write>(batch.data(), 1));
+      if (statements.empty()) {
+        committed(1);
+        break;
+      }
       auto res = co_await writer.async_pipeline(statements, options.statement_timeout);
       if (res) {
         committed(1);
@@ -125,9 +175,19 @@ asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
       }
       if (res.error() != pg::errc::query_failed) co_return res.error();
       ++failures;
-      log::error("state_store.write_failed", {{"error", writer.last_error()}, {"sqlstate", writer.last_sqlstate()}});
-      if (tries == 0 && writer.last_sqlstate().starts_with("22") && strip_free_text(batch.front())) continue;
-      co_return res.error();
+      const std::string sqlstate = writer.last_sqlstate(), error = writer.last_error();
+      log::error("state_store.write_failed", {{"error", error}, {"sqlstate", sqlstate}, {"write", describe(batch.front())}});
+      if (!is_data_error(sqlstate)) co_return res.error();
+      if (tries == 0 && sqlstate.starts_with("22") && strip_free_text(batch.front())) continue;
+      if (make_dead(batch.front(), error)) {
+        ++refused;
+        continue;
+      }
+      log::error("state_store.write_given_up",
+                 {{"write", describe(batch.front())}, {"error", error}, {"sqlstate", sqlstate}});
+      ++given_up;
+      committed(1);  // its LSN ticket goes: keeping it would hold the slot for good
+      break;
     }
   }
   co_return pg::error_code{};
@@ -160,6 +220,7 @@ std::size_t state_store::backlog() const { return impl_->queue.size() + impl_->b
 std::uint64_t state_store::batches_committed() const { return impl_->batches; }
 std::uint64_t state_store::rows_written() const { return impl_->rows; }
 std::uint64_t state_store::write_failures() const { return impl_->failures; }
+std::uint64_t state_store::writes_refused() const { return impl_->refused + impl_->given_up; }
 
 void state_store::stop(std::chrono::steady_clock::time_point deadline) {
   impl_->stopping = true;
@@ -245,7 +306,7 @@ asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> state_stor
     if (!c.event_missing) {
       c.tenant_id = res->value(r, 8);
       c.event_type = res->value(r, 9);
-      c.event_created_at = pg_timestamptz_to_iso8601(res->value(r, 10)).value_or(std::string(res->value(r, 10)));
+      c.event_created_at = res->value(r, 10);  // PostgreSQL's text; the dispatcher renders it (or ends it dead)
       c.payload = res->value(r, 11);
     }
     out.push_back(std::move(c));
@@ -297,6 +358,11 @@ asio::awaitable<boost::system::result<std::pair<lsn, std::string>>> state_store:
   if (!res) co_return res.error();
   if (res->rows() == 0) co_return std::pair<lsn, std::string>{};
   co_return std::pair<lsn, std::string>{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1))};
+}
+
+asio::awaitable<boost::system::error_code> state_store::clear_removed_endpoints() {
+  auto res = co_await impl_->read(statements::clear_removed_endpoints, {});
+  co_return res ? boost::system::error_code{} : res.error();
 }
 
 asio::awaitable<boost::system::error_code> state_store::clear_progress(const std::string& slot) {

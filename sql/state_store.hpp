@@ -6,8 +6,9 @@
 // round trip (libpq pipeline mode) for everything queued since the previous batch (group
 // commit; sql/batch.hpp builds the statements). A write's `on_durable` runs once its batch
 // committed — that is when the LSN tracker may count the delivery as done. Batches are retried
-// across reconnects; nothing queued is dropped. A statement that fails for a reason other than
-// the connection is retried one write at a time, so one bad row cannot block the others.
+// across reconnects. A statement that fails for a reason other than the connection is retried one
+// write at a time, so one bad row cannot block the others: a delivery the server refuses for its
+// data (a too-long key, a failed constraint) ends dead with the server's reason.
 //
 // Reads and claims use a second connection, so they never queue behind a large batch.
 //
@@ -66,6 +67,9 @@ class state_store final : public store {
   std::uint64_t batches_committed() const;
   std::uint64_t rows_written() const;
   std::uint64_t write_failures() const;
+  /// Writes the server refused for their data: deliveries written dead with the reason instead
+  /// (and the rare write refused even so, logged and dropped).
+  std::uint64_t writes_refused() const;
 
   // --- reads and claims, on the reader connection ---
 
@@ -92,6 +96,9 @@ class state_store final : public store {
   boost::asio::awaitable<boost::system::result<std::pair<lsn, std::string>>> load_progress(const std::string& slot);
   /// Forgets the recorded position (the slot was just created).
   boost::asio::awaitable<boost::system::error_code> clear_progress(const std::string& slot);
+  /// Forgets the copies of removed endpoints (the slot was just created: it will never stream
+  /// those removals).
+  boost::asio::awaitable<boost::system::error_code> clear_removed_endpoints();
 
   /// Retention: deletes one batch of outbox rows older than `age`, and of delivered or dead
   /// deliveries whose event is older than `age`. Returns the rows deleted (repeat while it

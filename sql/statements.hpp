@@ -13,6 +13,7 @@ extern const std::string_view update_deliveries;   ///< $1 jsonb rows (by id or 
 extern const std::string_view write_health;        ///< $1 jsonb rows
 extern const std::string_view disable_endpoints;   ///< $1 bigint[]
 extern const std::string_view record_progress;     ///< $1 slot, $2 system id, $3 LSN
+extern const std::string_view forget_removed_endpoint;  ///< $1 endpoint id or NULL, $2 xid (32-bit)
 
 // Claims and reads of the state store's reader connection.
 extern const std::string_view claim_due;               ///< $1 jsonb quotas → claimed rows with their events
@@ -21,6 +22,7 @@ extern const std::string_view reset_stale_sending;     ///< $1 seconds, $2 jsonb
 extern const std::string_view endpoints_with_backlog;  ///< → endpoint ids
 extern const std::string_view load_progress;           ///< $1 slot → (LSN text, system id)
 extern const std::string_view clear_progress;          ///< $1 slot
+extern const std::string_view clear_removed_endpoints; ///< (a new slot)
 extern const std::string_view delete_expired;          ///< $1 hours, $2 batch → rows deleted
 extern const std::string_view load_health;             ///< → endpoint_health rows
 extern const std::string_view load_endpoints;          ///< → endpoints rows

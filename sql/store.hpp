@@ -31,7 +31,7 @@ struct claimed_delivery {
   bool event_missing = false;  ///< the outbox row is gone (deleted or truncated)
   std::string tenant_id;
   std::string event_type;
-  std::string event_created_at;  ///< ISO 8601
+  std::string event_created_at;  ///< outbox.created_at as PostgreSQL prints it (DateStyle ISO), or RFC 3339
   std::string payload;
 };
 

@@ -30,7 +30,10 @@ struct delivery_key {
 struct delivery_outcome {
   delivery_status status = delivery_status::pending;
   int attempts = 0;  ///< attempts made so far
-  std::optional<system_clock::time_point> next_attempt_at;
+  /// When a pending delivery is due, as a delay from the moment the write is made: the server
+  /// stores now() + delay, so one clock (PostgreSQL's) decides when claims find it and a walhook
+  /// clock that is off never makes a retry immediate or late. Negative values count as 0.
+  std::optional<std::chrono::milliseconds> next_attempt_in;
   std::optional<system_clock::time_point> last_attempt_at;
   std::optional<int> last_status;         ///< HTTP status of the last attempt
   std::optional<std::string> last_error;  ///< readable reason of the last failure
@@ -86,7 +89,16 @@ struct progress_write {
   lsn confirmed_lsn;
 };
 
+/// walhook streamed the removal (DELETE, or TRUNCATE when endpoint_id is empty) of an endpoint by
+/// the transaction `xid` (pgoutput Begin): the copy kept in walhook.endpoints_removed for
+/// replays is deleted. Holds the transaction's ticket until durable, so a crash replays the
+/// removal and the copy together.
+struct removal_streamed {
+  std::optional<std::int64_t> endpoint_id;
+  std::uint32_t xid = 0;
+};
+
 /// Any write the state store takes.
-using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write>;
+using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write, removal_streamed>;
 
 }  // namespace walhook::sql

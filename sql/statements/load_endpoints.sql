@@ -1,2 +1,14 @@
--- Every endpoint, with the columns walhook follows (the same names as in the replication stream).
-SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering FROM walhook.endpoints
+-- Every endpoint as of the slot's position, with the columns walhook follows (the same names as
+-- in the replication stream): the live rows, except that an endpoint removed by a transaction the
+-- slot has not streamed yet is still the row it was before (the oldest copy kept for it): the
+-- slot replays events committed before the removal, and the removal itself, in order.
+WITH removed AS (
+  SELECT DISTINCT ON (id) id, tenant_id, url, secret, event_types, max_concurrency, status, ordering
+    FROM walhook.endpoints_removed
+   ORDER BY id, removal_id
+)
+SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering FROM removed
+UNION ALL
+SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering
+  FROM walhook.endpoints e
+ WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = e.id)

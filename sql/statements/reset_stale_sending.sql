@@ -15,7 +15,7 @@ WITH owned AS (
   SELECT DISTINCT ON (s.endpoint_id, s.merge_key) s.id, s.endpoint_id, s.merge_key FROM stale s
    WHERE s.merge_key IS NOT NULL
      AND NOT EXISTS (SELECT 1 FROM walhook.deliveries p
-                      WHERE p.endpoint_id = s.endpoint_id AND p.merge_key = s.merge_key AND p.status = 'pending'
+                      WHERE p.endpoint_id = s.endpoint_id AND md5(p.merge_key) = md5(s.merge_key) AND p.merge_key = s.merge_key AND p.status = 'pending'
                         AND (p.commit_lsn IS NULL OR s.commit_lsn IS NULL OR p.commit_lsn >= s.commit_lsn))
    ORDER BY s.endpoint_id, s.merge_key, s.commit_lsn DESC NULLS LAST, s.id DESC
 ), doomed AS (
@@ -23,7 +23,7 @@ WITH owned AS (
   SELECT s.id FROM stale s WHERE s.merge_key IS NOT NULL AND s.id NOT IN (SELECT id FROM keep)
   UNION
   SELECT p.id FROM keep k
-    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND p.merge_key = k.merge_key AND p.status = 'pending'
+    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND md5(p.merge_key) = md5(k.merge_key) AND p.merge_key = k.merge_key AND p.status = 'pending'
 ), gone AS (
   DELETE FROM walhook.deliveries d WHERE d.id IN (SELECT id FROM doomed)
   RETURNING d.id

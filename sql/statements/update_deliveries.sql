@@ -5,7 +5,7 @@
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
     ord int, id bigint, endpoint_id bigint, event_id uuid, status text, attempts int,
-    next_attempt_at timestamptz, last_attempt_at timestamptz, last_status int, last_error text)
+    next_attempt_in_ms bigint, last_attempt_at timestamptz, last_status int, last_error text)
 ), target AS (
   SELECT i.ord, d.id, d.endpoint_id, d.merge_key, d.commit_lsn, i.status
     FROM input i JOIN walhook.deliveries d ON d.id = i.id
@@ -21,7 +21,7 @@ WITH input AS (
     FROM target t
    WHERE t.status = 'pending' AND t.merge_key IS NOT NULL
      AND NOT EXISTS (SELECT 1 FROM walhook.deliveries p
-                      WHERE p.endpoint_id = t.endpoint_id AND p.merge_key = t.merge_key
+                      WHERE p.endpoint_id = t.endpoint_id AND md5(p.merge_key) = md5(t.merge_key) AND p.merge_key = t.merge_key
                         AND p.status = 'pending' AND p.id NOT IN (SELECT id FROM target)
                         AND (p.commit_lsn IS NULL OR t.commit_lsn IS NULL OR p.commit_lsn >= t.commit_lsn))
    ORDER BY t.endpoint_id, t.merge_key, t.commit_lsn DESC NULLS LAST, t.id DESC
@@ -32,14 +32,14 @@ WITH input AS (
    WHERE t.status = 'pending' AND t.merge_key IS NOT NULL AND t.id NOT IN (SELECT id FROM keep)
   UNION
   SELECT p.id FROM keep k
-    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND p.merge_key = k.merge_key AND p.status = 'pending'
+    JOIN walhook.deliveries p ON p.endpoint_id = k.endpoint_id AND md5(p.merge_key) = md5(k.merge_key) AND p.merge_key = k.merge_key AND p.status = 'pending'
    WHERE p.id NOT IN (SELECT id FROM target)
 ), gone AS (
   DELETE FROM walhook.deliveries d WHERE d.id IN (SELECT id FROM doomed)
   RETURNING d.id
 )
 UPDATE walhook.deliveries d
-   SET status = i.status, attempts = i.attempts, next_attempt_at = i.next_attempt_at,
+   SET status = i.status, attempts = i.attempts, next_attempt_at = now() + make_interval(secs => i.next_attempt_in_ms / 1000.0),
        last_attempt_at = i.last_attempt_at, last_status = i.last_status, last_error = i.last_error,
        delivered_at = CASE WHEN i.status = 'delivered' THEN coalesce(i.last_attempt_at, now()) ELSE d.delivered_at END,
        updated_at = now()

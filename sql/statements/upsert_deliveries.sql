@@ -1,11 +1,12 @@
--- Deliveries known only in memory (sql::upsert_delivery), $1 = jsonb array of rows.
+-- Deliveries known only in memory (sql::upsert_delivery), $1 = jsonb array of rows. A due time
+-- travels as a delay (next_attempt_in_ms) and is fixed by the server's clock.
 -- Merge into a pending row with the same (endpoint, merge key) when there is one, else insert;
 -- a redelivered event updates its existing row only while that row is pending (or to record a
 -- success), so it never regresses a delivered row and never takes over a row being sent.
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
     ord int, endpoint_id bigint, event_id uuid, aggregate_id text, merge_key text, status text,
-    attempts int, next_attempt_at timestamptz, last_attempt_at timestamptz, last_status int,
+    attempts int, next_attempt_in_ms bigint, last_attempt_at timestamptz, last_status int,
     last_error text, event_created_at timestamptz, commit_lsn pg_lsn)
 ), merged AS (
   UPDATE walhook.deliveries d
@@ -13,7 +14,7 @@ WITH input AS (
          commit_lsn = i.commit_lsn, merged_count = d.merged_count + 1, updated_at = now()
     FROM input i
    WHERE i.status = 'pending' AND i.merge_key IS NOT NULL
-     AND d.endpoint_id = i.endpoint_id AND d.merge_key = i.merge_key AND d.status = 'pending'
+     AND d.endpoint_id = i.endpoint_id AND md5(d.merge_key) = md5(i.merge_key) AND d.merge_key = i.merge_key AND d.status = 'pending'
      AND (d.commit_lsn IS NULL OR i.commit_lsn IS NULL OR i.commit_lsn >= d.commit_lsn)
      AND NOT EXISTS (SELECT 1 FROM walhook.deliveries x
                       WHERE x.endpoint_id = i.endpoint_id AND x.event_id = i.event_id)
@@ -24,14 +25,14 @@ WITH input AS (
   SELECT i.ord FROM input i
    WHERE i.status = 'pending' AND i.merge_key IS NOT NULL AND i.commit_lsn IS NOT NULL
      AND EXISTS (SELECT 1 FROM walhook.deliveries d
-                  WHERE d.endpoint_id = i.endpoint_id AND d.merge_key = i.merge_key AND d.status = 'pending'
+                  WHERE d.endpoint_id = i.endpoint_id AND md5(d.merge_key) = md5(i.merge_key) AND d.merge_key = i.merge_key AND d.status = 'pending'
                     AND d.commit_lsn > i.commit_lsn AND d.event_id <> i.event_id)
 )
 INSERT INTO walhook.deliveries AS d
   (endpoint_id, event_id, aggregate_id, merge_key, status, attempts, next_attempt_at,
    last_attempt_at, last_status, last_error, event_created_at, commit_lsn, delivered_at)
-SELECT endpoint_id, event_id, aggregate_id, merge_key, status, attempts, next_attempt_at,
-       last_attempt_at, last_status, last_error, event_created_at, commit_lsn,
+SELECT endpoint_id, event_id, aggregate_id, merge_key, status, attempts,
+       now() + make_interval(secs => next_attempt_in_ms / 1000.0), last_attempt_at, last_status, last_error, event_created_at, commit_lsn,
        CASE WHEN status = 'delivered' THEN coalesce(last_attempt_at, now()) END
   FROM input i
  WHERE i.ord NOT IN (SELECT ord FROM merged) AND i.ord NOT IN (SELECT ord FROM superseded)

@@ -159,6 +159,49 @@ TEST_CASE("pg_timestamptz_to_iso8601: PostgreSQL text to ISO 8601 UTC") {
   CHECK_FALSE(pg_timestamptz_to_iso8601(""));
 }
 
+TEST_CASE("pg_timestamptz_to_iso8601: every year RFC 3339 can express is exact, the rest say why") {
+  // Outside 1678–2262 a nanosecond system_clock wraps: these are rendered from microseconds.
+  CHECK(pg_timestamptz_to_iso8601("0001-01-01 00:00:00+00") == "0001-01-01T00:00:00.000000Z");
+  CHECK(pg_timestamptz_to_iso8601("1500-06-15 12:00:00.25+00") == "1500-06-15T12:00:00.250000Z");
+  CHECK(pg_timestamptz_to_iso8601("1677-09-21 00:12:43.145224+00") == "1677-09-21T00:12:43.145224Z");
+  CHECK(pg_timestamptz_to_iso8601("2262-04-11 23:47:16.854776+00") == "2262-04-11T23:47:16.854776Z");
+  CHECK(pg_timestamptz_to_iso8601("2300-01-01 00:00:00+00") == "2300-01-01T00:00:00.000000Z");
+  CHECK(pg_timestamptz_to_iso8601("9999-12-31 23:59:59.999999+00") == "9999-12-31T23:59:59.999999Z");
+  struct refused {
+    const char* pg;
+    const char* reason;
+  };
+  for (auto r : {refused{"infinity", "finite"}, refused{"-infinity", "finite"},
+                 refused{"10000-01-01 00:00:00+00", "0001-9999"}, refused{"0001-01-01 00:00:00+00 BC", "0001-9999"},
+                 refused{"0044-03-15 12:00:00+00 BC", "0001-9999"},
+                 refused{"0001-01-01 00:00:00+01", "0001-9999"},   // 0000-12-31T23:00Z
+                 refused{"9999-12-31 23:00:00-05", "0001-9999"},   // 10000-01-01T04:00Z
+                 refused{"yesterday", "not a timestamptz"}}) {
+    CAPTURE(r.pg);
+    std::string why;
+    CHECK_FALSE(pg_timestamptz_to_iso8601(r.pg, &why));
+    CHECK(why.find(r.reason) != std::string::npos);
+    CHECK(why.find("created_at") != std::string::npos);
+  }
+}
+
+TEST_CASE("parse_pg_timestamptz reads walhook's own RFC 3339 form back") {
+  CHECK(parse_pg_timestamptz("2026-11-30T03:23:51.123456Z") == sys_days{nov30} + 3h + 23min + 51s + 123456us);
+  CHECK(parse_pg_timestamptz("0001-01-01T00:00:00.000000Z") == sys_days{std::chrono::year{1} / 1 / 1});
+}
+
+TEST_CASE("clamp_to_system_clock: far times are clamped to a century around now, never wrapped") {
+  const auto now = system_clock::time_point{} + 1'800'000'000s;
+  const auto year1 = sys_micros{sys_days{std::chrono::year{1} / 1 / 1}};
+  const auto year9999 = sys_micros{sys_days{std::chrono::year{9999} / 12 / 31}};
+  CHECK(clamp_to_system_clock(year1, now) < now - std::chrono::years{99});
+  CHECK(clamp_to_system_clock(year1, now) >= now - std::chrono::years{101});
+  CHECK(clamp_to_system_clock(year9999, now) > now + std::chrono::years{99});
+  CHECK(clamp_to_system_clock(year9999, now) <= now + std::chrono::years{101});
+  const auto near = sys_micros{std::chrono::time_point_cast<std::chrono::microseconds>(now)} + 5s;
+  CHECK(clamp_to_system_clock(near, now) == now + 5s);
+}
+
 TEST_CASE("parse then format round-trips every microsecond digit position") {
   for (std::int64_t us : {0LL, 1LL, 9LL, 10LL, 99LL, 100LL, 999LL, 1000LL, 99999LL, 100000LL, 999999LL}) {
     CAPTURE(us);

@@ -491,3 +491,12 @@ TEST_CASE("next_attempt: the attempt limit is checked before the age limit") {
   CHECK(d.give_up);
   CHECK(contains(d.reason, "20 attempts"));
 }
+
+TEST_CASE("parse_retry_after: dates far in the future or past are clamped, never overflowed") {
+  // A nanosecond system_clock spans 1678–2262 only: these used to wrap (seen by UBSan).
+  CHECK(retry_after_s("Fri, 31 Dec 9999 23:59:59 GMT") == std::numeric_limits<std::int32_t>::max());
+  CHECK(retry_after_s("Fri, 31 Dec 2300 23:59:59 GMT") == std::numeric_limits<std::int32_t>::max());
+  CHECK(retry_after_s("Mon, 01 Jan 0001 00:00:00 GMT") == 0);
+  CHECK(retry_after_s("Sat, 01 Jan 1500 00:00:00 GMT") == 0);
+  CHECK(retry_after_s("Fri Dec 31 23:59:59 9999") == std::numeric_limits<std::int32_t>::max());
+}

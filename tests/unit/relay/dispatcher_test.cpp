@@ -45,10 +45,11 @@ TEST_CASE("dispatcher: a failed attempt is written pending with backoff; its tra
   CHECK(o.status == sql::delivery_status::pending);
   CHECK(o.attempts == 1);
   CHECK(o.last_status == 503);
-  REQUIRE(o.next_attempt_at.has_value());
-  // Backoff after the first failure: 30 s, half of it jitter → [15 s, 30 s).
-  CHECK(*o.next_attempt_at >= f.clock.system_now() + 15s);
-  CHECK(*o.next_attempt_at < f.clock.system_now() + 30s);
+  REQUIRE(o.next_attempt_in.has_value());
+  // Backoff after the first failure: 30 s, half of it jitter → [15 s, 30 s), as a delay the
+  // server adds to its own clock.
+  CHECK(*o.next_attempt_in >= 15s);
+  CHECK(*o.next_attempt_in < 30s);
   CHECK(f.store.queued_of<sql::health_write>().size() == 1);
   CHECK_FALSE(f.tracker.confirmable().valid());  // not durable yet: the slot must not pass it
   f.store.commit();
@@ -95,12 +96,12 @@ TEST_CASE("dispatcher: the circuit breaker pauses after the threshold; queued wo
   auto upserts = f.store.queued_of<sql::upsert_delivery>();
   REQUIRE(upserts.size() == 3);
   CHECK(upserts[2].outcome.last_error == "endpoint paused by the circuit breaker");
-  CHECK(upserts[2].outcome.next_attempt_at == health.paused_until);
+  CHECK(upserts[2].outcome.next_attempt_in == health.paused_until.value() - f.clock.system_now());
   // While paused, new deliveries are written at once, due when the pause ends.
   f.transaction({1});
   auto later = f.store.queued_of<sql::upsert_delivery>();
   REQUIRE(later.size() == 4);
-  CHECK(later[3].outcome.next_attempt_at == health.paused_until);
+  CHECK(later[3].outcome.next_attempt_in == health.paused_until.value() - f.clock.system_now());
 }
 
 TEST_CASE("dispatcher: Retry-After pauses the whole endpoint, not just the delivery") {
@@ -116,8 +117,8 @@ TEST_CASE("dispatcher: Retry-After pauses the whole endpoint, not just the deliv
   CHECK(*health.paused_until == f.clock.system_now() + 120s);
   auto upserts = f.store.queued_of<sql::upsert_delivery>();
   REQUIRE(upserts.size() == 2);
-  CHECK(upserts[0].outcome.next_attempt_at == health.paused_until);  // the 429'd one: not before then
-  CHECK(upserts[1].outcome.next_attempt_at == health.paused_until);  // the queued one went with it
+  CHECK(upserts[0].outcome.next_attempt_in == health.paused_until.value() - f.clock.system_now());  // the 429'd one: not before then
+  CHECK(upserts[1].outcome.next_attempt_in == health.paused_until.value() - f.clock.system_now());  // the queued one went with it
   CHECK(f.transport.calls() == 1);
 }
 

@@ -227,6 +227,7 @@ TEST_CASE("endpoint_from_row: unchanged-TOAST columns keep the previous value") 
   const auto insert = endpoint_tuple("7", "https://hooks.example.com/in", text("{order.paid}"));
   auto before = endpoint_from_row(row_view(endpoints_rel, insert), nullptr);
   REQUIRE(before.has_value());
+  const row_view old_view(endpoints_rel, insert);
 
   // UPDATE endpoints SET max_concurrency = 2: the big TOASTed columns come as 'u'.
   const pgo::tuple update{text("7"), text("tenant-1"), unchanged(), unchanged(), unchanged(),
@@ -242,12 +243,21 @@ TEST_CASE("endpoint_from_row: unchanged-TOAST columns keep the previous value") 
   CHECK(joined(after->event_types) == "[order.paid]");
   CHECK(after->config_error.empty());
 
-  // The same update without a cached row leaves those columns empty: the endpoint is unusable.
-  auto orphan = endpoint_from_row(row_view(endpoints_rel, update), nullptr);
-  REQUIRE(orphan.has_value());
-  CHECK(orphan->url.empty());
-  CHECK_FALSE(orphan->config_error.empty());
-  CHECK_FALSE(orphan->event_types);
+  // The same update without a cached row: no value is made up — the row is refused, saying why.
+  std::string why;
+  auto orphan = endpoint_from_row(row_view(endpoints_rel, update), nullptr, nullptr, &why);
+  CHECK_FALSE(orphan.has_value());
+  CHECK(why.find("unchanged") != std::string::npos);
+
+  // With the old tuple (REPLICA IDENTITY FULL), unchanged columns come from it, cache or not.
+  auto from_old = endpoint_from_row(row_view(endpoints_rel, update), nullptr, &old_view);
+  REQUIRE(from_old.has_value());
+  CHECK(from_old->url == "https://hooks.example.com/in");
+  CHECK(from_old->secret == secret_a);
+  CHECK(from_old->keys == before->keys);
+  CHECK(joined(from_old->event_types) == "[order.paid]");
+  CHECK(from_old->max_concurrency == 2);  // the new tuple's value wins where it has one
+  CHECK(from_old->config_error.empty());
 
   // An explicit NULL is not "unchanged": event_types NULL means all types again.
   pgo::tuple to_all = update;
@@ -474,14 +484,17 @@ TEST_CASE("event_from_row: missing required columns are errors with a reason") {
   CHECK(why.find("event_type") != std::string::npos);
 }
 
-TEST_CASE("event_from_row: an unparseable created_at is an error naming the value") {
-  for (const char* bad : {"yesterday", "infinity", "2026-11-30", "2026-13-30 03:23:51+00", "2026-11-30 03:23:51"}) {
+TEST_CASE("event_from_row: a created_at that cannot be rendered comes back as PostgreSQL printed it, with the reason") {
+  for (const char* bad : {"yesterday", "infinity", "-infinity", "10000-01-01 00:00:00+00", "0001-01-01 00:00:00+00 BC",
+                          "2026-13-30 03:23:51+00", "2026-11-30 03:23:51"}) {
     CAPTURE(bad);
     auto tuple = outbox_tuple();
     tuple[7] = text(bad);
     std::string why;
     auto ev = event_from_row(row_view(outbox_rel, tuple), walhook::lsn{1}, why);
-    CHECK_FALSE(ev.has_value());
+    REQUIRE(ev.has_value());  // its deliveries are recorded dead, not skipped
+    CHECK(ev->created_at == bad);
+    CHECK(ev->body.empty());
     CHECK(why.find("created_at") != std::string::npos);
     CHECK(why.find(bad) != std::string::npos);
   }

@@ -25,7 +25,7 @@ upsert_delivery pending(std::int64_t endpoint, std::string event, std::optional<
   u.commit_lsn = lsn{0x16B374D848};
   u.outcome.status = delivery_status::pending;
   u.outcome.attempts = 1;
-  u.outcome.next_attempt_at = system_clock::time_point{} + 1'800'000'000s;
+  u.outcome.next_attempt_in = std::chrono::milliseconds{30000};
   u.outcome.last_error = "HTTP 500";
   return u;
 }
@@ -79,7 +79,7 @@ TEST_CASE("build_batch: one statement per kind, in a fixed order; upserts carry 
   CHECK(st[3].args == pg::params{"slot", "sys", "0/500"});
   CHECK(rows_of(st[0], "commit_lsn") == std::vector<std::string>{"16/B374D848"});
   CHECK(rows_of(st[0], "status") == std::vector<std::string>{"pending"});
-  CHECK(rows_of(st[0], "next_attempt_at") == std::vector<std::string>{"2027-01-15T08:00:00.000000Z"});
+  CHECK(rows_of(st[0], "next_attempt_in_ms") == std::vector<std::string>{"30000"});
   CHECK(rows_of(st[0], "last_error") == std::vector<std::string>{"HTTP 500"});
   CHECK(rows_of(st[0], "ord") == std::vector<std::string>{"3"});
   CHECK(rows_of(st[1], "id") == std::vector<std::string>{"42"});

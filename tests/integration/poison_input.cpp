@@ -1,0 +1,292 @@
+// Poison input and careless operations (issue 9), each provoked against a real PostgreSQL and a
+// real walhook process: endpoints removed by plain SQL, a delivery write the server refuses,
+// absurd merge keys, created_at values RFC 3339 cannot express, walhook's clock off by minutes,
+// and a replayed endpoint UPDATE whose TOASTed columns come as "unchanged".
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct setup {
+  explicit setup(const std::string& slot) : slot(slot), url(test::fresh_database(slot)), db(url) {}
+  std::string slot;
+  std::string url;
+  relay::blocking_db db;
+  test::receiver_thread rcv;
+
+  std::string value(const std::string& sql, const pg::params& p = {}) { return test::query_value(db, sql, p); }
+  std::string count(const std::string& where) { return value("SELECT count(*) FROM walhook.deliveries WHERE " + where); }
+  bool streaming() {
+    pg::params p{slot};
+    return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+  }
+  std::string publish(const std::string& tenant, const std::string& type, const std::optional<std::string>& merge_key = {}) {
+    pg::params p{tenant, type, merge_key};
+    return value("SELECT walhook.publish($1, $2, '{}'::jsonb, merge_key => $3)", p);
+  }
+  std::vector<relay::received_request> received(const std::string& path, unsigned status = 200) {
+    std::vector<relay::received_request> out;
+    for (auto& r : rcv->requests())
+      if (r.path == path && (status == 0 || r.status == status)) out.push_back(r);
+    return out;
+  }
+  std::unique_ptr<test::walhook_process> start(std::vector<std::string> extra = {}) {
+    auto w = std::make_unique<test::walhook_process>(test::run_args(url, slot, std::move(extra)));
+    w->start();
+    REQUIRE(test::eventually([&] { return streaming(); }, 20s));
+    return w;
+  }
+  /// The slot's confirmed position has reached `lsn` (text).
+  bool acknowledged(const std::string& lsn) {
+    pg::params p{slot, lsn};
+    return value("SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+  }
+};
+
+void stop(std::unique_ptr<test::walhook_process>& w) {
+  w->signal(SIGTERM);
+  CHECK(w->wait(30s) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("an endpoint removed by plain SQL (DELETE, TRUNCATE … RESTART IDENTITY) ends its pending work dead and its health") {
+  setup s("removed");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/a", down);
+  s.rcv->set_behaviour("/b", down);
+  auto a = test::add_endpoint(s.db, "acme", s.rcv->url("/a"), delivery::generate_secret());
+  auto b = test::add_endpoint(s.db, "acme", s.rcv->url("/b"), delivery::generate_secret());
+  auto w = s.start();
+  for (int i = 0; i < 3; ++i) s.publish("acme", "x");
+  REQUIRE(test::eventually([&] { return s.count("status = 'pending'") == "6"; }, 20s));
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoint_health") == "2"; }, 20s));
+
+  s.db.exec(fmt::format("DELETE FROM walhook.endpoints WHERE id = {}", a));
+  CHECK(s.count(fmt::format("endpoint_id = {} AND status = 'dead' AND last_error = 'endpoint removed'", a)) == "3");
+  CHECK(s.count(fmt::format("endpoint_id = {} AND status = 'pending'", b)) == "3");
+  CHECK(s.value(fmt::format("SELECT count(*) FROM walhook.endpoint_health WHERE endpoint_id = {}", a)) == "0");
+
+  // Everything goes; the ids restart, and another tenant's endpoint gets the old id 1.
+  s.db.exec("TRUNCATE walhook.endpoints RESTART IDENTITY");
+  CHECK(s.count("status IN ('pending', 'sending')") == "0");
+  CHECK(s.count("status = 'dead' AND last_error = 'endpoint removed'") == "6");
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoint_health") == "0");
+  auto globex = test::add_endpoint(s.db, "globex", s.rcv->url("/globex"), delivery::generate_secret());
+  CHECK(globex == a);
+  auto own = s.publish("globex", "x");
+  REQUIRE(test::eventually([&] { return !s.received("/globex").empty(); }, 20s));
+  // walhook streamed both removals: the copies it kept for replays are gone.
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  stop(w);
+  // After a restart, nothing of acme's reaches globex's endpoint: only its own event, once.
+  w = s.start();
+  s.publish("globex", "x");
+  REQUIRE(test::eventually([&] { return s.received("/globex").size() == 2; }, 20s));
+  stop(w);
+  auto got = s.received("/globex", 0);
+  CHECK(got.size() == 2);
+  CHECK(got.front().webhook_id == own);
+}
+
+TEST_CASE("a delivery write the server refuses for its data ends that delivery dead; nothing else waits for it") {
+  setup s("refused");
+  // A rule of the operator's that refuses one delivery's row on purpose (SQLSTATE 23514).
+  s.db.exec(R"(CREATE FUNCTION public.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                   IF NEW.merge_key = 'poison' THEN
+                     RAISE EXCEPTION 'refused on purpose' USING ERRCODE = 'check_violation';
+                   END IF;
+                   RETURN NEW;
+                 END $$)");
+  s.db.exec("CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON walhook.deliveries "
+            "FOR EACH ROW EXECUTE FUNCTION public.refuse_poison()");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  test::add_endpoint(s.db, "down", s.rcv->url("/down"), delivery::generate_secret());
+  test::add_endpoint(s.db, "up", s.rcv->url("/up"), delivery::generate_secret());
+  auto w = s.start();
+  auto poison = s.publish("down", "x", "poison");
+  for (int i = 0; i < 20; ++i) s.publish("down", "x", fmt::format("entity-{}", i));
+  for (int i = 0; i < 20; ++i) s.publish("up", "x");
+  auto after = s.value("SELECT pg_current_wal_lsn()::text");
+  REQUIRE(test::eventually([&] { return s.received("/up").size() == 20; }, 20s));
+  REQUIRE(test::eventually([&] { return s.count("status = 'dead'") == "1"; }, 20s));
+  pg::params p{poison};
+  CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1", p)
+            .starts_with("walhook could not store this delivery's state: "));
+  CHECK(s.value("SELECT last_error LIKE '%refused on purpose%' FROM walhook.deliveries WHERE event_id = $1", p) == "t");
+  REQUIRE(test::eventually([&] { return s.count("status = 'pending'") == "20"; }, 20s));
+  // The refused write did not hold the slot: everything committed is acknowledged.
+  CHECK(test::eventually([&] { return s.acknowledged(after); }, 20s));
+  stop(w);
+}
+
+TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the longest allowed still merge") {
+  setup s("merge_keys");
+  std::string out;
+  try {
+    s.publish("t", "x", std::string(3000, 'k'));
+    FAIL("a 3,000-byte merge key was accepted");
+  } catch (const std::exception& e) {
+    out = e.what();
+  }
+  CHECK(out.find("merge_key is 3000 bytes, at most 1024") != std::string::npos);
+  // A direct INSERT is refused by the table's constraint.
+  CHECK_THROWS(s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload, merge_key) "
+                         "VALUES ('t', 'x', '{}', repeat('k', 3000))"));
+
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
+  auto w = s.start();
+  const std::string key(1024, 'k');
+  std::string newest;
+  for (int i = 0; i < 5; ++i) newest = s.publish("t", "x", key);
+  // One pending row holds the key: the newest event (merge), not five, and no write refused.
+  REQUIRE(test::eventually([&] {
+    pg::params p{newest};
+    return s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending' AND event_id = $1", p) == "1";
+  }, 20s));
+  CHECK(test::eventually([&] { return s.count("status = 'pending'") == "1"; }, 10s));
+  CHECK(s.count("status = 'dead'") == "0");
+  stop(w);
+}
+
+TEST_CASE("created_at: every year RFC 3339 can express is rendered exactly; infinite, BC and year-10000 events end dead with the reason") {
+  setup s("created_at");
+  test::add_endpoint(s.db, "t", s.rcv->url("/in"), delivery::generate_secret());
+  auto w = s.start();
+  auto insert = [&](const std::string& created_at) {
+    pg::params p{created_at};
+    return s.value("INSERT INTO walhook.outbox (tenant_id, event_type, payload, created_at) "
+                   "VALUES ('t', 'x', '{}', $1::timestamptz) RETURNING id", p);
+  };
+  std::map<std::string, std::string> rendered;  // event id → expected "timestamp"
+  for (auto [pg, iso] : {std::pair{"0001-01-01 00:00:00+00", "0001-01-01T00:00:00.000000Z"},
+                         std::pair{"1500-06-15 12:00:00.25+00", "1500-06-15T12:00:00.250000Z"},
+                         std::pair{"2300-01-01 00:00:00+00", "2300-01-01T00:00:00.000000Z"},
+                         std::pair{"9999-12-31 23:59:59.999999+00", "9999-12-31T23:59:59.999999Z"}})
+    rendered[insert(pg)] = iso;
+  std::map<std::string, std::string> refused;  // event id → a word of the reason
+  for (auto [pg, reason] : {std::pair{"infinity", "finite"}, std::pair{"-infinity", "finite"},
+                            std::pair{"10000-01-01 00:00:00+00", "0001-9999"},
+                            std::pair{"0044-03-15 12:00:00+00 BC", "0001-9999"}})
+    refused[insert(pg)] = reason;
+  REQUIRE(test::eventually([&] { return s.received("/in").size() == rendered.size(); }, 20s));
+  REQUIRE(test::eventually([&] { return s.count("status = 'dead'") == std::to_string(refused.size()); }, 20s));
+  for (const auto& r : s.received("/in")) {
+    CAPTURE(r.body);
+    REQUIRE(rendered.contains(r.webhook_id));
+    CHECK(r.body.find(fmt::format("\"timestamp\":\"{}\"", rendered[r.webhook_id])) != std::string::npos);
+  }
+  for (const auto& [id, reason] : refused) {
+    pg::params p{id};
+    auto error = s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1 AND status = 'dead'", p);
+    CAPTURE(error);
+    CHECK(error.find("created_at") != std::string::npos);
+    CHECK(error.find(reason) != std::string::npos);
+  }
+  stop(w);
+  CHECK(w->count_in_log("outbox.malformed_row") == refused.size());
+}
+
+TEST_CASE("retry timing holds when walhook's clock is minutes off PostgreSQL's") {
+  setup s("skew");
+  relay::receiver_behaviour flaky;
+  flaky.fail_marker = "\"type\":\"x\"";
+  flaky.fail_times = 1;
+  flaky.fail_status = 503;
+  s.rcv->set_behaviour("/in", flaky);
+  test::add_endpoint(s.db, "t", s.rcv->url("/in"), delivery::generate_secret());
+  for (const char* offset : {"-240s", "+240s"}) {
+    CAPTURE(offset);
+    // libfaketime moves walhook's system clock only (not its monotonic clock, not the server's).
+    ::setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", 1);
+    ::setenv("FAKETIME", offset, 1);
+    ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    auto w = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "2000"}));
+    w->start();
+    ::unsetenv("LD_PRELOAD");
+    ::unsetenv("FAKETIME");
+    ::unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+    REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+    auto id = s.publish("t", "x");
+    std::vector<relay::received_request> tries;
+    REQUIRE(test::eventually([&] {
+      tries.clear();
+      for (auto& r : s.received("/in", 0))
+        if (r.webhook_id == id) tries.push_back(r);
+      return tries.size() == 2;
+    }, 30s));
+    CHECK(tries[0].status == 503);
+    CHECK(tries[1].status == 200);
+    // Backoff after one failure with a 2 s base: [1 s, 2 s) — never immediate, never minutes.
+    const double gap_s = static_cast<double>(tries[1].received_at_us - tries[0].received_at_us) / 1e6;
+    MESSAGE("clock ", std::string(offset), ": retry after ", gap_s, " s");
+    CHECK(gap_s >= 0.95);
+    CHECK(gap_s < 8.0);
+    // The skew was real: walhook stamped the attempt on its clock, the server the row on its own.
+    pg::params p{id};
+    REQUIRE(test::eventually([&] {
+      return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1", p) == "delivered";
+    }, 10s));
+    const double skew_s = std::stod(s.value(
+        "SELECT extract(epoch FROM last_attempt_at - updated_at) FROM walhook.deliveries WHERE event_id = $1", p));
+    CHECK(std::abs(skew_s - std::stod(offset)) < 30.0);
+    stop(w);
+    flaky.fail_marker = "\"type\":\"x\"";
+    s.rcv->set_behaviour("/in", flaky);  // a fresh failure budget for the next round
+  }
+}
+
+TEST_CASE("a replayed endpoint UPDATE with unchanged TOASTed columns keeps the endpoint valid; events before its deletion are delivered") {
+  setup s("toast");
+  // 150 rotation secrets: several KB, stored out of line (TOAST).
+  std::string secrets;
+  for (int i = 0; i < 150; ++i) secrets += (i ? " " : "") + delivery::generate_secret();
+  relay::receiver_behaviour verify;
+  verify.keys = delivery::parse_secrets(secrets).value();
+  s.rcv->set_behaviour("/in", verify);
+  auto id = test::add_endpoint(s.db, "t", s.rcv->url("/in"), secrets);
+  CHECK(s.value("SELECT count(*) > 0 FROM " + s.value("SELECT reltoastrelid::regclass::text FROM pg_class "
+                                                      "WHERE oid = 'walhook.endpoints'::regclass")) == "t");
+  auto w = s.start();
+  s.publish("t", "x");
+  REQUIRE(test::eventually([&] { return s.received("/in").size() == 1; }, 20s));
+  stop(w);
+  // While walhook is down: an UPDATE that leaves the secret alone (pgoutput: 'u'), an event, and
+  // the endpoint's deletion. walhook's start-up read of the table no longer has the endpoint.
+  s.db.exec(fmt::format("UPDATE walhook.endpoints SET max_concurrency = 3 WHERE id = {}", id));
+  auto before_delete = s.publish("t", "x");
+  s.db.exec(fmt::format("DELETE FROM walhook.endpoints WHERE id = {}", id));
+  w = s.start();
+  REQUIRE(test::eventually([&] { return s.received("/in").size() == 2; }, 20s));
+  auto got = s.received("/in");
+  CHECK(got.back().webhook_id == before_delete);
+  CHECK(got.back().signature_valid);
+  CHECK(s.count("status = 'dead'") == "0");
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  // After the deletion, nothing is routed to it any more.
+  s.publish("t", "x");
+  auto lsn = s.value("SELECT pg_current_wal_lsn()::text");
+  REQUIRE(test::eventually([&] { return s.acknowledged(lsn); }, 20s));
+  CHECK(s.received("/in", 0).size() == 2);
+  stop(w);
+  CHECK(w->count_in_log("invalid endpoint secret") == 0);
+}
