@@ -19,4 +19,13 @@ std::string make_body(const event& ev) {
   return body;
 }
 
+std::shared_ptr<const event> event_budget::track(event ev) {
+  const std::size_t size = ev.body.size() + ev.payload.size() + sizeof(event);
+  *bytes_ += size;
+  return std::shared_ptr<const event>(new event(std::move(ev)), [count = bytes_, size](const event* e) {
+    *count -= size;
+    delete e;
+  });
+}
+
 }  // namespace walhook::delivery

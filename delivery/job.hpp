@@ -30,6 +30,21 @@ struct event {
 /// `payload` must be valid JSON text; it is embedded unchanged.
 std::string make_body(const event& ev);
 
+/// The bytes of events alive in memory — queued, in flight, or waiting for a write — counted
+/// once per event however many endpoints share it (fan-out). track() wraps an event in a
+/// shared_ptr whose deleter takes its bytes off the count; the count outlives the budget, so an
+/// event released late is still taken off. Single-threaded.
+class event_budget {
+ public:
+  /// The event, shared and counted: its body and payload bytes.
+  std::shared_ptr<const event> track(event ev);
+  /// Bytes of tracked events still alive.
+  std::size_t bytes() const { return *bytes_; }
+
+ private:
+  std::shared_ptr<std::size_t> bytes_ = std::make_shared<std::size_t>(0);
+};
+
 /// One delivery of one event to one endpoint.
 struct job {
   std::shared_ptr<const event> ev;

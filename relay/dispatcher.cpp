@@ -37,12 +37,12 @@ sql::upsert_delivery upsert_of(const job& j, sql::delivery_outcome outcome) {
 }
 
 /// The identity of a claimed row's event (its payload and body are the caller's to add).
-std::shared_ptr<delivery::event> event_of(const sql::claimed_delivery& c) {
-  auto ev = std::make_shared<delivery::event>();
-  ev->id = c.event_id;
-  ev->merge_key = c.merge_key;
-  ev->aggregate_id = c.aggregate_id;
-  ev->commit_lsn = c.commit_lsn;
+delivery::event event_of(const sql::claimed_delivery& c) {
+  delivery::event ev;
+  ev.id = c.event_id;
+  ev.merge_key = c.merge_key;
+  ev.aggregate_id = c.aggregate_id;
+  ev.commit_lsn = c.commit_lsn;
   return ev;
 }
 
@@ -231,8 +231,8 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
 
 void dispatcher::admit_job(job j) {
   const endpoint* ep = directory_.find(j.endpoint_id);
-  auto a = admit(j, ep, directory_.health(j.endpoint_id), backlog_.lane_of(j.endpoint_id), clock_.system_now(),
-                 options_.admission);
+  const lane l = stopping_ ? lane::table : backlog_.lane_of(j.endpoint_id);
+  auto a = admit(j, ep, directory_.health(j.endpoint_id), l, clock_.system_now(), options_.admission);
   apply(std::move(j), a);
 }
 
@@ -250,25 +250,26 @@ void dispatcher::submit_dead(job j, std::string reason) {
 void dispatcher::admit_claimed(sql::claimed_delivery c) {
   ++stats_.claimed;
   auto ev = event_of(c);
-  job j = job_of(c, ev, clock_.steady_now());
-  own(key_of(j));
+  std::optional<std::string> dead;
   if (c.event_missing) {
-    ev->created_at = format_iso8601(clock_.system_now());
-    write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt,
-                         "event no longer in walhook.outbox"});
+    ev.created_at = format_iso8601(clock_.system_now());
+    dead = "event no longer in walhook.outbox";
+  } else {
+    ev.tenant_id = std::move(c.tenant_id);
+    ev.type = std::move(c.event_type);
+    ev.payload = std::move(c.payload);
+    std::string why;
+    auto created_at = pg_timestamptz_to_iso8601(c.event_created_at, &why);
+    ev.created_at = created_at.value_or(c.event_created_at);
+    if (created_at) ev.body = delivery::make_body(ev);
+    else dead = std::move(why);
+  }
+  job j = job_of(c, events_.track(std::move(ev)), clock_.steady_now());
+  own(key_of(j));
+  if (dead) {
+    write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt, std::move(*dead)});
     return;
   }
-  ev->tenant_id = std::move(c.tenant_id);
-  ev->type = std::move(c.event_type);
-  ev->payload = std::move(c.payload);
-  std::string why;
-  auto created_at = pg_timestamptz_to_iso8601(c.event_created_at, &why);
-  ev->created_at = created_at.value_or(c.event_created_at);
-  if (!created_at) {
-    write(std::move(j), {sql::delivery_status::dead, c.attempts, std::nullopt, std::nullopt, std::nullopt, std::move(why)});
-    return;
-  }
-  ev->body = delivery::make_body(*ev);
   // The same checks as fresh work: the endpoint may have been paused, disabled or removed while
   // the claim ran, and the payload limit holds for replayed deliveries too.
   admit_job(std::move(j));
@@ -433,7 +434,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
 // ------------------------------------------------------------------ back-pressure and sweeps
 
 bool dispatcher::must_hold() {
-  if (sched_.over_memory_cap()) return true;
+  if (sched_.over_memory_cap() || events_.bytes() >= options_.max_queued_bytes) return true;
   if (sched_.full_endpoints().empty()) return false;
   auto now = clock_.steady_now();
   std::vector<std::int64_t> full(sched_.full_endpoints().begin(), sched_.full_endpoints().end());
@@ -499,8 +500,10 @@ void dispatcher::sweep() {
 
 // ------------------------------------------------------------------ claims
 
+void dispatcher::begin_stop() { stopping_ = true; }
+
 asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round() {
-  if (!active_) co_return steady_time::max();  // start_session() notifies
+  if (!active_ || stopping_) co_return steady_time::max();  // start_session() notifies
   auto now = clock_.steady_now();
   auto now_sys = clock_.system_now();
   auto next_wake = steady_time::max();
@@ -509,6 +512,7 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
   // Claims fill at most half of the memory cap, so they never make the stream wait.
   const std::size_t claim_cap = sched_.limits().max_queued_total / 2;
   std::size_t global_room = claim_cap > sched_.queued_total() ? claim_cap - sched_.queued_total() : 0;
+  if (events_.bytes() >= options_.max_queued_bytes / 2) global_room = 0;  // and half of the byte budget
   for (std::int64_t id : backlog_.endpoints()) {
     const endpoint* ep = directory_.find(id);
     if (!ep || ep->status != endpoint_status::active || !ep->config_error.empty()) continue;
@@ -536,7 +540,7 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
     if (!claimed->empty()) ++stats_.claims;
     if (!active_) {  // the session ended while the claim ran: the rows go back at once
       for (auto& c : *claimed) {
-        job j = job_of(c, event_of(c), clock_.steady_now());
+        job j = job_of(c, events_.track(event_of(c)), clock_.steady_now());
         own(key_of(j));
         write(j, spill_record(j, clock_.system_now()));
       }

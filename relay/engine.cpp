@@ -71,6 +71,7 @@ dispatcher_options dispatcher_options_of(const run_options& o) {
   d.max_wait_in_memory = o.max_wait_in_memory;
   d.max_hold = o.max_hold;
   d.max_claim = o.max_claim;
+  d.max_queued_bytes = o.max_queued_bytes;
   d.admission.max_payload_bytes = o.max_payload_bytes;
   d.outcomes.retry = o.retry;
   d.outcomes.breaker = o.breaker;
@@ -95,7 +96,8 @@ struct engine::impl {
                    {[this] { confirm(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
         background(ex),
-        backoff_timer(ex) {}
+        backoff_timer(ex),
+        finish_timer(ex) {}
 
   asio::any_io_executor executor;
   run_options options;
@@ -110,6 +112,7 @@ struct engine::impl {
   stream_handler handler;
   task_group background;  // the state store's writer, claims and sweeps: the whole run
   asio::steady_timer backoff_timer;
+  asio::steady_timer finish_timer;  ///< bounds reading to the open transaction's Commit on a stop
   bool stopping = false;
   bool session_active = false;
   std::uint64_t sessions = 0;
@@ -273,8 +276,9 @@ struct engine::impl {
     session_tasks.spawn(watch_leadership(), "leadership watch");
     session_tasks.spawn(housekeeping(), "housekeeping");
     error_code result;
-    while (!stopping && session_active) {
-      if (deliveries.must_hold() || store.backlog() >= options.max_store_backlog) {
+    while (session_active && (!stopping || finishing_transaction())) {
+      const bool hold = !stopping && deliveries.must_hold();  // a stop spills instead of holding
+      if (hold || store.backlog() >= options.max_store_backlog) {
         // Back-pressure: the walsender waits on TCP; status updates keep flowing.
         if (auto ec = co_await stream.async_hold(50ms)) {
           result = ec;
@@ -284,7 +288,7 @@ struct engine::impl {
       }
       auto ev = co_await stream.async_next();
       if (!ev) {
-        if (!stopping) result = ev.error();
+        if (!stopping || finishing_transaction()) result = ev.error();
         break;
       }
       if (auto ec = handler.handle(*ev)) {
@@ -307,9 +311,19 @@ struct engine::impl {
     co_return result ? result : error_code(pg::errc::connection_lost);
   }
 
+  /// A stop arrived between a Begin and its Commit: the rest of the transaction is read (its
+  /// deliveries go to PostgreSQL) so it is acknowledged and not streamed again after a restart,
+  /// within half the grace period at most (a larger transaction is streamed again instead).
+  bool finishing_transaction() const {
+    return stopping && handler.in_transaction() && clock.steady_now() < stop_requested_at + options.shutdown_grace / 2;
+  }
+  steady_clock::time_point stop_requested_at{};
+
   /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
   asio::awaitable<void> shutdown() {
-    auto deadline = steady_clock::now() + options.shutdown_grace;
+    // The grace counts from the stop request (finishing a transaction took part of it).
+    auto deadline = std::max(stop_requested_at, clock.steady_now() - options.shutdown_grace) + options.shutdown_grace;
+    finish_timer.cancel();
     background.emit(asio::cancellation_type::total);  // claims and sweeps stop; the writer goes on
     co_await deliveries.shutdown(deadline);
     co_await store.async_idle(deadline);
@@ -362,7 +376,18 @@ void engine::request_stop() {
   auto& s = *impl_;
   if (s.stopping) return;
   s.stopping = true;
-  s.stream.interrupt();
+  s.stop_requested_at = s.clock.steady_now();
+  s.deliveries.begin_stop();
+  if (s.handler.in_transaction() && s.session_active) {
+    // Stop at the transaction's end: the session loop reads on to its Commit, then stops.
+    log::info("shutdown.finishing_transaction", {{"grace_ms", static_cast<std::int64_t>(s.options.shutdown_grace.count() / 2)}});
+    s.finish_timer.expires_after(s.options.shutdown_grace / 2);
+    s.finish_timer.async_wait([&s](const boost::system::error_code& ec) {
+      if (!ec) s.stream.interrupt();
+    });
+  } else {
+    s.stream.interrupt();
+  }
   s.lead.cancel();
   s.backoff_timer.cancel();
 }

@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
   c_run->add_option("--max-batch", run.max_batch, "Writes of delivery state per PostgreSQL transaction at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c_run->add_option("--max-queue-bytes", run.max_queued_bytes,
+                    "Bytes of event bodies held in memory at most (e.g. 256MiB, 1GiB); past it, reading the slot waits")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   c_run->add_option("--max-claim", run.max_claim, "Pending deliveries one claim takes back for one endpoint at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

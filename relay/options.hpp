@@ -33,6 +33,7 @@ struct run_options {
   std::size_t max_payload_bytes = 1024 * 1024;         ///< bigger request bodies → dead delivery
   std::size_t max_store_backlog = 20000;               ///< queued writes before reading the slot pauses
   std::size_t max_batch = 1000;                        ///< writes per state-store transaction
+  std::size_t max_queued_bytes = std::size_t{256} << 20;  ///< event bytes in memory before reading the slot waits
   std::size_t max_claim = 200;                         ///< rows one claim takes for one endpoint at most (small transactions keep the walsender from stalling)
 
   delivery::http_client_options http;                  ///< 5 s deadline, SSRF guard on

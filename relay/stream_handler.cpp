@@ -55,7 +55,7 @@ void stream_handler::on_event(const row_view& row) {
     ++malformed_rows_;
     log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
-  auto shared = std::make_shared<const delivery::event>(std::move(*ev));
+  auto shared = deliveries_.track(std::move(*ev));
   for (std::int64_t id : directory_.route(shared->tenant_id, shared->type)) {
     delivery::job j;
     j.ev = shared;

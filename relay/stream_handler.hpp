@@ -36,6 +36,8 @@ class stream_handler {
   /// A new session: Relation messages and open transactions of the old one are forgotten.
   void reset();
 
+  /// Between a Begin and its Commit.
+  bool in_transaction() const { return current_ticket_ != 0; }
   std::uint64_t events() const { return events_; }                  ///< outbox rows read
   std::uint64_t malformed_rows() const { return malformed_rows_; }  ///< outbox rows that could not become events
   /// How long the oldest transaction not yet acknowledged has waited, seconds (slot lag).

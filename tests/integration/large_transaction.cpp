@@ -72,3 +72,35 @@ TEST_CASE("a 100,000-row transaction is delivered completely with bounded memory
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
 }
+
+TEST_CASE("large events are bounded by bytes, not only by count: 300 events of 900 KB stay within --max-queue-bytes") {
+  const std::string slot = "large_bytes";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  rcv->keep_bodies(false);
+  relay::receiver_behaviour slow;
+  slow.delay = 20ms;  // 4 at a time: ~200 events/s, slower than walhook reads them
+  rcv->set_behaviour("/a", slow);
+  test::add_endpoint(db, "big", rcv->url("/a"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(url, slot, {"--max-queue-bytes", "32MiB"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'large_bytes'") == "t"; }, 20s));
+  const long baseline_kib = walhook.peak_rss_kib();
+  // 300 × ~900 KB in one transaction: the count caps (1,000 per endpoint) would hold all of them.
+  db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) "
+          "SELECT 'big', 'bulk.row', jsonb_build_object('n', g, 'pad', repeat(md5(g::text), 28000)) "
+          "FROM generate_series(1, 300) g");
+  long peak_kib = 0;
+  REQUIRE(test::eventually([&] {
+    peak_kib = std::max(peak_kib, walhook.peak_rss_kib());
+    return rcv->count("/a") >= 300;
+  }, 120s, 50ms));
+  MESSAGE(fmt::format("300 events of 900 KB with --max-queue-bytes 32MiB: walhook peak RSS {:.1f} MiB (at start {:.1f} MiB)",
+                      peak_kib / 1024.0, baseline_kib / 1024.0));
+  // 300 events are ~540 MB of payload and body; the budget keeps ~32 MiB of them in memory.
+  CHECK(peak_kib - baseline_kib < 128 * 1024);
+  CHECK(test::query_value(db, "SELECT count(*) FROM walhook.deliveries") == "0");  // waited, never spilled
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}

@@ -185,6 +185,51 @@ TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
   CHECK(second.wait(30s) == 0);
 }
 
+TEST_CASE("SIGTERM in the middle of a large transaction: it is read to its Commit, and the restart sends nothing twice") {
+  const std::string slot = "shutdown_mid_txn";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  rcv->keep_bodies(false);
+  relay::receiver_behaviour slow;
+  slow.delay = 5ms;  // the endpoints keep up, slower than walhook reads: reading waits (back-pressure)
+  std::vector<std::string> paths;
+  for (int i = 0; i < 8; ++i) {
+    paths.push_back(fmt::format("/e{}", i));
+    rcv->set_behaviour(paths.back(), slow);
+    test::add_endpoint(db, "big", rcv->url(paths.back()), delivery::generate_secret());
+  }
+  test::walhook_process first(test::run_args(url, slot));
+  first.start();
+  REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
+  constexpr int rows = 4000;
+  db.exec(fmt::format("INSERT INTO walhook.outbox (tenant_id, event_type, payload) "
+                      "SELECT 'big', 'bulk.row', jsonb_build_object('n', g) FROM generate_series(1, {}) g", rows));
+  // The stop arrives while the transaction is being read (its first deliveries are arriving).
+  REQUIRE(test::eventually([&] { return rcv->total() > 0; }, 20s, 1ms));
+  first.signal(SIGTERM);
+  CHECK(first.wait(60s) == 0);
+  REQUIRE(first.count_in_log("shutdown.finishing_transaction") == 1);  // the fault was provoked
+  auto delivered_before = rcv->total();
+  auto pending = std::stol(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'"));
+  MESSAGE(fmt::format("at SIGTERM: {} of {} delivered, {} persisted pending", delivered_before, rows * 8, pending));
+
+  test::walhook_process second(test::run_args(url, slot));
+  second.start();
+  auto all_there = [&] {
+    for (const auto& p : paths)
+      if (ids_received(rcv, p).size() < static_cast<std::size_t>(rows)) return false;
+    return true;
+  };
+  REQUIRE(test::eventually(all_there, 120s, 100ms));
+  CHECK(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status <> 'delivered'") == "0"; }, 30s));
+  const auto duplicates = rcv->total() - static_cast<std::size_t>(rows) * paths.size();
+  MESSAGE(fmt::format("duplicates after the restart: {}", duplicates));
+  CHECK(duplicates == 0);
+  second.signal(SIGTERM);
+  CHECK(second.wait(30s) == 0);
+}
+
 TEST_CASE("bad input never stops the stream: each becomes a clear outcome and the slot moves on") {
   const std::string slot = "badinput";
   std::string url = test::fresh_database(slot);
