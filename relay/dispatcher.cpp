@@ -180,7 +180,8 @@ void dispatcher::apply(job j, const decision& d) {
     h.first_failure_at = d.breaker.first_failure_at;
     h.last_failure_at = d.breaker.last_failure_at;
     h.last_success_at = d.breaker.last_success_at;
-    h.paused_until = d.breaker.paused_until;
+    if (d.breaker.paused_until)
+      h.paused_for = std::chrono::ceil<std::chrono::milliseconds>(*d.breaker.paused_until - clock_.system_now());
     h.probe_rounds = d.breaker.probe_rounds;
     h.last_status = d.last_status;
     h.last_error = d.last_error;

@@ -165,9 +165,14 @@ struct engine::impl {
     auto health = co_await store.load_health();
     if (!health) co_return health.error();
     directory.clear_health();
-    for (const auto& h : *health)
+    const auto now = clock.system_now();
+    for (const auto& h : *health) {
+      // A pause is what is left of it by the server's clock, on ours.
+      std::optional<system_clock::time_point> paused_until;
+      if (h.paused_for) paused_until = now + std::max(*h.paused_for, std::chrono::milliseconds{0});
       directory.set_health(h.endpoint_id, {h.consecutive_failures, h.first_failure_at, h.last_failure_at,
-                                           h.last_success_at, h.paused_until, h.probe_rounds});
+                                           h.last_success_at, paused_until, h.probe_rounds});
+    }
     start_step = "find endpoints with pending deliveries";
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
@@ -406,6 +411,8 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.queued = s.deliveries.scheduler().queued_total();
   m.in_flight = s.deliveries.scheduler().in_flight_total();
   m.store_backlog = s.store.backlog();
+  m.writes_refused = s.store.writes_refused();
+  m.event_bytes = s.deliveries.event_bytes();
   m.streaming = s.session_active;
   m.confirmed = s.stream.confirmed();
   m.received = s.stream.received();

@@ -36,6 +36,11 @@ std::string render_prometheus(const metrics_snapshot& s) {
   gauge("walhook_queued", "Deliveries waiting in memory.", static_cast<double>(s.queued));
   gauge("walhook_in_flight", "Attempts in flight.", static_cast<double>(s.in_flight));
   gauge("walhook_state_store_backlog", "Writes waiting for the state store.", static_cast<double>(s.store_backlog));
+  counter("walhook_writes_refused_total",
+          "Delivery writes PostgreSQL refused for their data; each delivery ended dead with the reason.",
+          s.writes_refused);
+  gauge("walhook_event_bytes", "Bytes of events held in memory (budget: --max-queue-bytes).",
+        static_cast<double>(s.event_bytes));
   gauge("walhook_streaming", "1 while this instance streams the slot.", s.streaming ? 1.0 : 0.0);
   gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).",
         static_cast<double>(s.confirmed.value()));

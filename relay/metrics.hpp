@@ -27,6 +27,8 @@ struct metrics_snapshot {
   std::size_t queued = 0;
   std::size_t in_flight = 0;
   std::size_t store_backlog = 0;     ///< writes waiting for the state store
+  std::uint64_t writes_refused = 0;  ///< delivery writes PostgreSQL refused for their data (written dead instead)
+  std::size_t event_bytes = 0;       ///< bytes of events in memory (the --max-queue-bytes budget)
   bool streaming = false;
   lsn confirmed;                     ///< flush LSN acknowledged to the slot
   lsn received;                      ///< highest WAL position received

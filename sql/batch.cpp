@@ -109,7 +109,9 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     put_time(health, "first_failure_at", h->first_failure_at);
     put_time(health, "last_failure_at", h->last_failure_at);
     put_time(health, "last_success_at", h->last_success_at);
-    put_time(health, "paused_until", h->paused_until);
+    health.key("paused_for_ms");
+    if (h->paused_for) health.number(static_cast<std::int64_t>(std::max<std::int64_t>(0, h->paused_for->count())));
+    else health.null();
     health.field("probe_rounds", h->probe_rounds);
     put_int(health, "last_status", h->last_status);
     health.field("last_error", h->last_error).field("disable", h->disable).field("disabled_reason", h->disabled_reason);

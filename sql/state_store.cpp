@@ -397,7 +397,7 @@ asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::l
     h.first_failure_at = as_time(r, 2);
     h.last_failure_at = as_time(r, 3);
     h.last_success_at = as_time(r, 4);
-    h.paused_until = as_time(r, 5);
+    if (!res->is_null(r, 5)) h.paused_for = std::chrono::milliseconds{to_int64(res->value(r, 5))};
     h.probe_rounds = std::stoi(std::string(res->value(r, 6)));
     if (!res->is_null(r, 7)) h.last_status = std::stoi(std::string(res->value(r, 7)));
     h.last_error = res->optional_value(r, 8);

@@ -74,7 +74,10 @@ struct health_write {
   std::optional<system_clock::time_point> first_failure_at;
   std::optional<system_clock::time_point> last_failure_at;
   std::optional<system_clock::time_point> last_success_at;
-  std::optional<system_clock::time_point> paused_until;
+  /// How long the endpoint stays paused from the moment the write is made (empty: not paused).
+  /// Stored as the server's now() + delay, and read back as what remains of it, so the pause
+  /// holds its length across a restart whatever walhook's clock says.
+  std::optional<std::chrono::milliseconds> paused_for;
   int probe_rounds = 0;
   std::optional<int> last_status;
   std::optional<std::string> last_error;

@@ -17,6 +17,8 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   s.delivery.latency_counts.back() = 1;  // > 10 s
   s.delivery.latency_sum_s = 11.5;
   s.streaming = true;
+  s.writes_refused = 3;
+  s.event_bytes = 1048576;
   s.confirmed = lsn{0x1000};
   s.received = lsn{0x1800};
   s.endpoints = {{1, 5, 2, 30.5}, {2, 0, 0, std::nullopt}};
@@ -30,6 +32,8 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("walhook_delivered_total 10");
   has("walhook_marked_sending_total 2");
   has("walhook_streaming 1");
+  has("walhook_writes_refused_total 3");
+  has("walhook_event_bytes 1048576");
   has("walhook_confirmed_lsn 4096");
   has("walhook_slot_lag_bytes 2048");
   has("walhook_attempt_duration_seconds_bucket{le=\"0.005\"} 3");

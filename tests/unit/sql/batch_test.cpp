@@ -152,3 +152,29 @@ TEST_CASE("statements: every embedded statement is there, non-empty") {
                  statements::load_endpoints, statements::oldest_pending})
     CHECK(s.find("walhook.") != std::string_view::npos);
 }
+
+TEST_CASE("build_batch: a streamed removal forgets the copy of the endpoint (or all of them), by xid") {
+  std::vector<sql::write> w{removal_streamed{7, 1234}, removal_streamed{std::nullopt, 99}};
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 2);
+  CHECK(st[0].sql.find("DELETE FROM walhook.endpoints_removed") != std::string::npos);
+  CHECK(st[0].args == pg::params{std::string("7"), std::string("1234")});
+  CHECK(st[1].args == pg::params{std::nullopt, std::string("99")});
+}
+
+TEST_CASE("build_batch: due times and pauses travel as delays, never as walhook's clock") {
+  upsert_delivery u;
+  u.endpoint_id = 1;
+  u.event_id = "e";
+  u.event_created_at = "2026-01-01T00:00:00.000000Z";
+  u.outcome.next_attempt_in = std::chrono::milliseconds{-5};  // overdue: due now, never negative
+  health_write h;
+  h.endpoint_id = 1;
+  h.paused_for = std::chrono::milliseconds{60000};
+  std::vector<sql::write> w{u, h};
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 2);
+  CHECK(rows_of(st[0], "next_attempt_in_ms") == std::vector<std::string>{"0"});
+  CHECK(rows_of(st[1], "paused_for_ms") == std::vector<std::string>{"60000"});
+  CHECK(st[0].args[0]->find("next_attempt_at") == std::string::npos);
+}
