@@ -161,6 +161,8 @@ TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
   test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 500, .total = 500});
   pub.start();
   REQUIRE(pub.join(30s));
+  // Every event has been read (the fast endpoint has them all); the slow one's are in flight or queued.
+  REQUIRE(test::eventually([&] { return ids_received(rcv, "/fast").size() == 500; }, 30s));
   first.signal(SIGTERM);
   CHECK(first.wait(30s) == 0);
   CHECK(first.count_in_log("shutdown.done") == 1);
