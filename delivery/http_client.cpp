@@ -107,10 +107,28 @@ struct client_core {
   void shutdown();
 };
 
-/// Registers an in-flight call so shutdown() can interrupt whatever it is waiting on.
+/// Registers an in-flight call so shutdown() can interrupt whatever it is waiting on, and
+/// enforces the call's total deadline with a timer of its own: whatever the peer sends (an
+/// endless stream of 1xx responses outruns Beast's per-read expiry), the call's connection is
+/// closed and its DNS wait woken when `remaining` has passed, and `timed_out` is set so every
+/// failure that follows is reported as transport_errc::timeout.
 struct call_context {
-  explicit call_context(client_core& core) : core_(core), self_(core.active.insert(core.active.end(), this)) {}
-  ~call_context() { core_.active.erase(self_); }
+  call_context(client_core& core, steady_clock::duration remaining)
+      : core_(core), self_(core.active.insert(core.active.end(), this)), deadline_timer_(core.executor) {
+    deadline_timer_.expires_after(remaining);
+    // The handler may run after this frame is gone (fired but not yet run when the call ended);
+    // it reaches the call through a weak token only.
+    deadline_timer_.async_wait([token = std::weak_ptr<call_context*>(token_)](const error_code& ec) {
+      const auto alive = token.lock();
+      if (ec || !alive) return;
+      (*alive)->timed_out = true;
+      (*alive)->cancel();
+    });
+  }
+  ~call_context() {
+    deadline_timer_.cancel();
+    core_.active.erase(self_);
+  }
   call_context(const call_context&) = delete;
   call_context& operator=(const call_context&) = delete;
 
@@ -122,10 +140,13 @@ struct call_context {
 
   connection* conn = nullptr;          ///< the connection being used, if any
   asio::steady_timer* waiter = nullptr;  ///< the timer a DNS lookup is awaited on, if any
+  bool timed_out = false;              ///< the deadline timer fired (call_deadline::fired)
 
  private:
   client_core& core_;
   std::list<call_context*>::iterator self_;
+  std::shared_ptr<call_context*> token_ = std::make_shared<call_context*>(this);
+  asio::steady_timer deadline_timer_;
 };
 
 void client_core::shutdown() {
@@ -281,9 +302,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
 asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<client_core> core,
                                                                std::string pool_key, http_target target,
                                                                request_message req, steady_clock::time_point start) {
-  const call_deadline deadline{core->options.clock, start, start + core->options.total_deadline};
   if (core->stopped) co_return err(transport_errc::cancelled);
-  call_context call{*core};
+  const auto at = start + core->options.total_deadline;
+  call_context call{*core, at - core->options.clock->steady_now()};
+  const call_deadline deadline{core->options.clock, start, at, &call.timed_out};
   const origin_key origin{target.tls, target.host, target.port};
 
   if (auto pooled = core->pool.take_idle(pool_key, origin)) {

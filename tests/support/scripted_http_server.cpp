@@ -156,6 +156,13 @@ scripted_action scripted_action::drip(std::string raw, std::chrono::milliseconds
   return a;
 }
 
+scripted_action scripted_action::repeat_forever(std::string bytes) {
+  scripted_action a;
+  a.raw = std::move(bytes);
+  a.endless = endless_body::repeat;
+  return a;
+}
+
 scripted_action scripted_action::endless_response(std::string head, endless_body kind) {
   scripted_action a;
   a.raw = std::move(head);
@@ -267,6 +274,7 @@ asio::awaitable<error_code> perform(server_state s, connection_state& c, Stream&
   if (a.endless != endless_body::none) {
     std::string piece(endless_piece, 'x');
     if (a.endless == endless_body::chunked) piece = "4000\r\n" + piece + "\r\n";  // 0x4000 = 16 KiB
+    if (a.endless == endless_body::repeat) piece = a.raw;
     for (;;) {
       const auto [ec, n] = co_await asio::async_write(stream, asio::buffer(piece), use_tuple);
       if (ec) co_return ec;

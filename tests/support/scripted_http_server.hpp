@@ -58,6 +58,7 @@ struct scripted_action {
     none,
     identity,  ///< after `raw`, write body bytes forever (pair with a huge Content-Length)
     chunked,   ///< after `raw`, write 16 KiB chunks forever (pair with Transfer-Encoding: chunked)
+    repeat,    ///< write `raw` again and again forever (e.g. an endless stream of 1xx responses)
   };
 
   std::string interim;                        ///< bytes written as soon as the request is read (e.g. 100 Continue)
@@ -80,6 +81,8 @@ struct scripted_action {
   static scripted_action drip(std::string raw, std::chrono::milliseconds interval);
   /// Status line and headers in `head` (ending with the blank line), then body bytes forever.
   static scripted_action endless_response(std::string head, endless_body kind);
+  /// `bytes` written again and again, forever, as fast as the client reads them.
+  static scripted_action repeat_forever(std::string bytes);
 
   scripted_action&& with_delay(std::chrono::milliseconds d) && { delay = d; return std::move(*this); }
   scripted_action&& with_interim(std::string bytes) && { interim = std::move(bytes); return std::move(*this); }

@@ -58,7 +58,7 @@ struct fixture {
 
   /// Runs `body` on the io_context until it finishes; fails if that takes longer than `guard`.
   template <class F>
-  void run(F&& body, std::chrono::seconds guard = 30s) {
+  void run(F&& body, std::chrono::milliseconds guard = 30s) {
     bool done = false;
     std::exception_ptr error;
     asio::co_spawn(ioc, std::forward<F>(body)(), [&](std::exception_ptr e) {
@@ -334,6 +334,35 @@ TEST_CASE("http_client: a server dripping its response byte by byte times out") 
         CHECK(r.error() == transport_errc::timeout);
       },
       10s);
+}
+
+TEST_CASE("http_client: an endless stream of 1xx interim responses ends at the deadline") {
+  // Issue 9 #3: every read completes at once, so Beast's per-read expiry never fires; the
+  // call's own deadline timer must end it. With the manual clock (which never moves) only that
+  // timer can: no reading of the clock would ever say the deadline has passed.
+  for (const bool manual : {false, true}) {
+    CAPTURE(manual);
+    walhook::test::manual_clock clock;
+    auto options = test_options();
+    options.total_deadline = 300ms;
+    if (manual) options.clock = &clock;
+    fixture f{options};
+    f.server.push(scripted_action::repeat_forever(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"));
+    const auto& real = walhook::real_clock::instance();
+    const auto started = real.steady_now();
+    f.run(
+        [&]() -> asio::awaitable<void> {
+          const auto r = co_await f.post();
+          REQUIRE(r.has_error());
+          CHECK(r.error() == transport_errc::timeout);
+          CHECK(co_await f.server.wait_until([&] { return f.server.closed_by_peer() == 1; }, 1s));
+        },
+        1s);  // the guard: deadline + 700 ms of slack; without a deadline timer the call never ends
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(real.steady_now() - started);
+    MESSAGE("1xx flood, total_deadline 300 ms: the call ended after " << took.count() << " ms");
+    CHECK(took >= 300ms);
+  }
 }
 
 TEST_CASE("http_client: an answer that comes late but within the deadline succeeds") {
