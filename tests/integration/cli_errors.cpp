@@ -1,6 +1,7 @@
 // Clear one-line errors (issue 2): bad flags, an unreachable database, wal_level not logical,
 // a missing schema, missing privileges. Each exits 1 with a message that says what to do.
 
+#include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
 
 #include <doctest/doctest.h>
@@ -121,4 +122,32 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
   relay.signal(SIGTERM);
   CHECK(relay.wait(std::chrono::seconds(30)) == 0);
   (void)pg;
+}
+
+TEST_CASE("endpoint list, status and errors never show a URL's credentials (issue 9 #8)") {
+  const std::string url = test::fresh_database("redaction");
+  const std::string secret = "s3cretpassw0rd";
+  auto refused = run_cli({"endpoint", "add", "--database-url", url, "--tenant", "t", "--url",
+                          "https://admin:" + secret + "@hooks.example.com/in"});
+  CHECK(refused.code != 0);
+  CHECK(refused.output.find("https://***@hooks.example.com/in") != std::string::npos);
+  CHECK(refused.output.find(secret) == std::string::npos);
+
+  auto added = run_cli({"endpoint", "add", "--database-url", url, "--tenant", "t", "--url",
+                        "https://hooks.example.com/in?token=" + secret});
+  REQUIRE(added.code == 0);
+  relay::blocking_db db(url);
+  // Invalid URLs only get in by SQL; a 100 KB one too.
+  test::add_endpoint(db, "t", "https://admin:" + secret + "@" + std::string(100 * 1024, 'h') + "/", delivery::generate_secret());
+  for (const auto& args : std::vector<std::vector<std::string>>{{"endpoint", "list", "--database-url", url},
+                                                                {"status", "--database-url", url},
+                                                                {"status", "--json", "--database-url", url}}) {
+    CAPTURE(args[1]);
+    auto shown = run_cli(args);
+    CHECK(shown.code == 0);
+    CHECK(shown.output.find(secret) == std::string::npos);
+    CHECK(shown.output.size() < 4096);
+  }
+  CHECK(run_cli({"endpoint", "list", "--database-url", url}).output.find("https://hooks.example.com/in?***") !=
+        std::string::npos);
 }
