@@ -400,6 +400,15 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
 }  // namespace
 
 int cmd_run(run_options options) {
+  if (!options.ca_file.empty()) {
+    auto pem = delivery::read_ca_bundle(options.ca_file);
+    if (!pem) {
+      throw cli_error(pem.error() == boost::system::errc::invalid_argument
+                          ? fmt::format("--ca-file {}: no PEM certificate in it", options.ca_file)
+                          : fmt::format("--ca-file {}: cannot read it: {}", options.ca_file, pem.error().message()));
+    }
+    options.http.extra_ca_pem = std::move(*pem);
+  }
   preflight(options);
   asio::io_context ioc(1);
   std::string admin_listen = options.admin_listen;

@@ -100,6 +100,22 @@ struct tls_identity {
 /// e.g. "IP:127.0.0.1,DNS:localhost". Throws std::runtime_error if OpenSSL fails.
 tls_identity make_test_certificate(std::string_view subject_alt_names);
 
+/// What make_certificate builds (EC P-256, SHA-256).
+struct certificate_spec {
+  std::string common_name = "walhook test";  ///< subject CN
+  std::string subject_alt_names;             ///< OpenSSL config syntax; "" = no subjectAltName at all
+  std::chrono::seconds not_before{-3600};    ///< validity start, relative to now
+  std::chrono::seconds not_after{24 * 3600}; ///< validity end, relative to now
+  /// basicConstraints CA:TRUE and keyCertSign (a CA, or a self-signed certificate usable as its
+  /// own trust anchor); false: a leaf for serverAuth.
+  bool is_ca = true;
+  std::string extended_key_usage = "serverAuth";  ///< of a leaf (is_ca false), OpenSSL config syntax
+  const tls_identity* issuer = nullptr;  ///< signed by this CA (its certificate and key); null = self-signed
+};
+
+/// A fresh certificate as `spec` says. Throws std::runtime_error if OpenSSL fails.
+tls_identity make_certificate(const certificate_spec& spec);
+
 class scripted_http_server {
  public:
   /// Binds `bind_address`:0 and starts accepting; with `tls`, every connection starts with a TLS
