@@ -80,6 +80,10 @@ asio::awaitable<exchange_outcome> exchange_on(Stream& stream, connection& conn, 
     const unsigned status = parser->get().result_int();
     if (status >= 100 && status < 200 && status != 101) {
       got_interim = true;
+      if (deadline.passed()) {
+        out.ec = err(transport_errc::timeout);
+        co_return out;
+      }
       continue;
     }
     break;

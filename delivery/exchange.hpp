@@ -40,14 +40,22 @@ boost::system::result<request_message> build_request(std::string_view user_agent
 /// One call's time budget, read from the client's clock_source. Asio and Beast timers run on
 /// the real steady clock, so they are armed with what is left (`remaining()`, expires_after),
 /// never with the absolute `at`: an injected clock only has to be monotonic.
+///
+/// Beast's tcp_stream expiry alone does not bound a call: it is checked when a read starts and
+/// cancelled whenever one completes, so a peer that keeps bytes coming (an endless stream of 1xx
+/// responses) outruns it. The client therefore races every call against a timer of its own
+/// (http_client.cpp, call_context) that closes the connection when it fires and sets `fired`.
 struct call_deadline {
   const clock_source* clock = nullptr;  ///< not owned; the client's options.clock
   steady_clock::time_point start;       ///< when the call began (async_post)
   steady_clock::time_point at;          ///< start + total_deadline
+  /// Set when the call's own deadline timer has fired (not owned; null in tests of the parts).
+  const bool* fired = nullptr;
 
   /// Time left, ≤ 0 once the deadline has passed.
   steady_clock::duration remaining() const { return at - clock->steady_now(); }
-  bool passed() const { return clock->steady_now() >= at; }
+  /// The deadline timer fired, or the clock reads `at` or later.
+  bool passed() const { return (fired != nullptr && *fired) || clock->steady_now() >= at; }
   /// Since `start`, µs (http_response::elapsed).
   std::chrono::microseconds elapsed() const {
     return std::chrono::duration_cast<std::chrono::microseconds>(clock->steady_now() - start);
@@ -74,7 +82,8 @@ struct exchange_outcome {
 };
 
 /// Writes `req` on `conn` and reads the response header, skipping interim 1xx responses (a
-/// fresh parser per message, RFC 9110 §15.2; 101 is final and never reusable). Then reads and
+/// fresh parser per message, RFC 9110 §15.2; 101 is final and never reusable; the deadline is
+/// checked after each, so they can never extend the call). Then reads and
 /// discards the body only if it is delimited by Content-Length ≤ `body_cap` bytes; chunked,
 /// larger or EOF-delimited bodies are left unread and the connection is not reusable. The
 /// connection's expiry is set to the deadline's remaining time. `stopped` is the client's

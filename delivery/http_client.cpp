@@ -15,15 +15,23 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
+#include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <list>
 #include <mutex>
 #include <stdexcept>
@@ -107,10 +115,28 @@ struct client_core {
   void shutdown();
 };
 
-/// Registers an in-flight call so shutdown() can interrupt whatever it is waiting on.
+/// Registers an in-flight call so shutdown() can interrupt whatever it is waiting on, and
+/// enforces the call's total deadline with a timer of its own: whatever the peer sends (an
+/// endless stream of 1xx responses outruns Beast's per-read expiry), the call's connection is
+/// closed and its DNS wait woken when `remaining` has passed, and `timed_out` is set so every
+/// failure that follows is reported as transport_errc::timeout.
 struct call_context {
-  explicit call_context(client_core& core) : core_(core), self_(core.active.insert(core.active.end(), this)) {}
-  ~call_context() { core_.active.erase(self_); }
+  call_context(client_core& core, steady_clock::duration remaining)
+      : core_(core), self_(core.active.insert(core.active.end(), this)), deadline_timer_(core.executor) {
+    deadline_timer_.expires_after(remaining);
+    // The handler may run after this frame is gone (fired but not yet run when the call ended);
+    // it reaches the call through a weak token only.
+    deadline_timer_.async_wait([token = std::weak_ptr<call_context*>(token_)](const error_code& ec) {
+      const auto alive = token.lock();
+      if (ec || !alive) return;
+      (*alive)->timed_out = true;
+      (*alive)->cancel();
+    });
+  }
+  ~call_context() {
+    deadline_timer_.cancel();
+    core_.active.erase(self_);
+  }
   call_context(const call_context&) = delete;
   call_context& operator=(const call_context&) = delete;
 
@@ -122,10 +148,13 @@ struct call_context {
 
   connection* conn = nullptr;          ///< the connection being used, if any
   asio::steady_timer* waiter = nullptr;  ///< the timer a DNS lookup is awaited on, if any
+  bool timed_out = false;              ///< the deadline timer fired (call_deadline::fired)
 
  private:
   client_core& core_;
   std::list<call_context*>::iterator self_;
+  std::shared_ptr<call_context*> token_ = std::make_shared<call_context*>(this);
+  asio::steady_timer deadline_timer_;
 };
 
 void client_core::shutdown() {
@@ -135,6 +164,28 @@ void client_core::shutdown() {
 }
 
 namespace {
+
+/// What a failed certificate verification (SSL_get_verify_result, not X509_V_OK) reports.
+error_code tls_verify_error(long verify_result) {
+  switch (verify_result) {
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+      return err(transport_errc::tls_certificate_expired);
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+      return err(transport_errc::tls_certificate_not_yet_valid);
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+      return err(transport_errc::tls_hostname_mismatch);
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_CERT_UNTRUSTED:
+      return err(transport_errc::tls_unknown_ca);
+    default:
+      return {static_cast<int>(verify_result), tls_verify_category()};
+  }
+}
 
 void log_failure(std::string_view what, const http_target& target, const error_code& mapped, const error_code& raw) {
   log::debug(what, {{"host", target.host}, {"port", target.port}, {"error", mapped.message()},
@@ -261,17 +312,26 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
 
   if (target.tls) {
     auto& stream = *conn->secure;
-    // SNI carries host names only (RFC 6066 §3); IP literals are verified against the
-    // certificate's IP SANs by host_name_verification.
-    if (!is_ip_literal && SSL_set_tlsext_host_name(stream.native_handle(), target.host.c_str()) != 1) {
-      co_return err(transport_errc::tls_failed);
-    }
+    // SNI carries host names only (RFC 6066 §3). OpenSSL checks the name during verification:
+    // subjectAltName only (DNS names, or IP addresses for IP literals), never the subject CN
+    // (RFC 6125 §6.4.4, CA/B Forum baseline requirements), no partial wildcards.
+    SSL* handle = stream.native_handle();
+    X509_VERIFY_PARAM* param = SSL_get0_param(handle);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    const bool name_set = is_ip_literal ? X509_VERIFY_PARAM_set1_ip_asc(param, target.host.c_str()) == 1
+                                        : X509_VERIFY_PARAM_set1_host(param, target.host.c_str(), 0) == 1 &&
+                                              SSL_set_tlsext_host_name(handle, target.host.c_str()) == 1;
+    if (!name_set) co_return err(transport_errc::tls_failed);
     stream.set_verify_mode(ssl::verify_peer);
-    stream.set_verify_callback(ssl::host_name_verification(target.host));
     const auto [handshake_ec] = co_await stream.async_handshake(ssl::stream_base::client, use_tuple);
     if (handshake_ec || core.stopped) {
-      const auto mapped = classify_io_error(core.stopped, handshake_ec, deadline, transport_errc::tls_failed);
-      log_failure("http.tls_handshake_error", target, mapped, handshake_ec);
+      auto mapped = classify_io_error(core.stopped, handshake_ec, deadline, transport_errc::tls_failed);
+      const long verify_result = SSL_get_verify_result(handle);
+      if (mapped == transport_errc::tls_failed && verify_result != X509_V_OK) mapped = tls_verify_error(verify_result);
+      log::debug("http.tls_handshake_error",
+                 {{"host", target.host}, {"port", target.port}, {"error", mapped.message()},
+                  {"cause", handshake_ec.message()},
+                  {"verify_result", verify_result == X509_V_OK ? "ok" : X509_verify_cert_error_string(verify_result)}});
       co_return mapped;
     }
   }
@@ -281,9 +341,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
 asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<client_core> core,
                                                                std::string pool_key, http_target target,
                                                                request_message req, steady_clock::time_point start) {
-  const call_deadline deadline{core->options.clock, start, start + core->options.total_deadline};
   if (core->stopped) co_return err(transport_errc::cancelled);
-  call_context call{*core};
+  const auto at = start + core->options.total_deadline;
+  call_context call{*core, at - core->options.clock->steady_now()};
+  const call_deadline deadline{core->options.clock, start, at, &call.timed_out};
   const origin_key origin{target.tls, target.host, target.port};
 
   if (auto pooled = core->pool.take_idle(pool_key, origin)) {
@@ -350,5 +411,25 @@ void http_client::shutdown() {
 }
 
 const http_client_options& http_client::options() const { return impl_->options; }
+
+boost::system::result<std::string> read_ca_bundle(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string pem;
+  if (in) pem.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) return error_code{errno != 0 ? errno : EIO, boost::system::system_category()};
+  // Count the certificates OpenSSL can parse; anything else in the file is ignored, as
+  // SSL_CTX_load_verify_locations would.
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio{BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free};
+  std::size_t certificates = 0;
+  while (bio) {
+    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+    if (cert == nullptr) break;
+    X509_free(cert);
+    ++certificates;
+  }
+  ERR_clear_error();  // the read that ended the loop left an error on the queue
+  if (certificates == 0) return boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
+  return pem;
+}
 
 }  // namespace walhook::delivery

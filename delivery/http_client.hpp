@@ -4,7 +4,8 @@
 // * One total deadline per attempt (default 5 s) covering resolve, connect, TLS handshake,
 //   writing the request and reading the response header (DESIGN §6).
 // * Keep-alive connections pooled per pool key (walhook uses the endpoint id, so one slow
-//   endpoint never holds another's connections); TCP_NODELAY; TLS verified with SNI.
+//   endpoint never holds another's connections); TCP_NODELAY; TLS verified (the host against
+//   the certificate's subjectAltName only) with SNI; verification failures say why.
 // * Redirects are never followed; interim 1xx responses are skipped; the response body is read
 //   and discarded only if it is small (≤ body_cap); otherwise the connection is dropped instead.
 // * A pooled connection that turns out closed by the server before any response byte is retried
@@ -45,8 +46,9 @@ struct http_client_options {
   bool allow_private_networks = false;   ///< disables the SSRF guard (tests, demo, intranets)
   std::string user_agent = "walhook/0.1";
   /// Extra trusted CA certificates (PEM, one or more), in addition to OpenSSL's default verify
-  /// paths: private CAs of intranet endpoints, and tests. "" = default paths only. Unparsable
-  /// PEM is fatal setup: the http_client constructor throws boost::system::system_error.
+  /// paths: private CAs of intranet endpoints (`walhook run --ca-file`, via read_ca_bundle), and
+  /// tests. "" = default paths only. Unparsable PEM is fatal setup: the http_client constructor
+  /// throws boost::system::system_error.
   std::string extra_ca_pem;
   /// Where the client reads the monotonic time: the start of each call (total_deadline,
   /// http_response::elapsed) and the age of idle pooled connections (idle_timeout). Not owned;
@@ -55,6 +57,11 @@ struct http_client_options {
   /// left by this clock, so a test clock need not be anchored to std::chrono::steady_clock.
   const clock_source* clock = &real_clock::instance();
 };
+
+/// Reads a PEM bundle of CA certificates from `path` (for http_client_options::extra_ca_pem).
+/// Errors (fatal setup for the caller): the file's errno if it cannot be read;
+/// std::errc::invalid_argument if it holds no PEM certificate OpenSSL can parse.
+boost::system::result<std::string> read_ca_bundle(const std::string& path);
 
 /// The real transport: HTTP/1.1 over TCP or TLS with per-pool-key keep-alive (see the header
 /// comment and delivery/README.md for every rule).

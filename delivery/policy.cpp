@@ -1,5 +1,7 @@
 #include "delivery/policy.hpp"
 
+#include "delivery/url.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,7 +18,7 @@ using namespace std::chrono;
 namespace {
 
 std::string transport_error_text(const boost::system::error_code& ec) {
-  return ec.message();
+  return cap_text(ec.message());
 }
 
 int month_index(std::string_view m) {
@@ -149,7 +151,8 @@ attempt_outcome classify(const boost::system::result<http_response>& response, s
   out.kind = verdict::retry;
   if (r.status >= 300 && r.status < 400) {
     out.error = r.location.empty() ? fmt::format("HTTP {} redirect not followed", r.status)
-                                   : fmt::format("HTTP {} redirect to {} not followed", r.status, r.location);
+                                   : fmt::format("HTTP {} redirect to {} not followed", r.status,
+                                                 redact_url(r.location));
   } else {
     out.error = fmt::format("HTTP {}", r.status);
   }

@@ -34,7 +34,9 @@ enum class verdict {
 struct attempt_outcome {
   verdict kind = verdict::retry;
   int status = 0;                                ///< HTTP status, 0 if no response
-  std::string error;                             ///< readable last_error ("" when delivered)
+  /// Readable last_error ("" when delivered): at most max_error_text bytes, URLs (a 3xx's
+  /// Location) redacted by redact_url.
+  std::string error;
   std::optional<std::chrono::seconds> retry_after;  ///< server's Retry-After, already capped
 };
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 
 namespace walhook::delivery {
 namespace {
@@ -40,8 +41,11 @@ std::span<const v4_range> blocked_v4() {
       {ip::make_network_v4("169.254.0.0/16"), "169.254.0.0/16 link-local, incl. cloud metadata (RFC 3927)"},
       {ip::make_network_v4("172.16.0.0/12"), "172.16.0.0/12 private (RFC 1918)"},
       {ip::make_network_v4("192.0.0.0/24"), "192.0.0.0/24 IETF protocol assignments (RFC 6890)"},
+      {ip::make_network_v4("192.0.2.0/24"), "192.0.2.0/24 documentation, TEST-NET-1 (RFC 5737)"},
       {ip::make_network_v4("192.168.0.0/16"), "192.168.0.0/16 private (RFC 1918)"},
       {ip::make_network_v4("198.18.0.0/15"), "198.18.0.0/15 benchmarking (RFC 2544)"},
+      {ip::make_network_v4("198.51.100.0/24"), "198.51.100.0/24 documentation, TEST-NET-2 (RFC 5737)"},
+      {ip::make_network_v4("203.0.113.0/24"), "203.0.113.0/24 documentation, TEST-NET-3 (RFC 5737)"},
       {ip::make_network_v4("224.0.0.0/4"), "224.0.0.0/4 multicast (RFC 5771)"},
       {ip::make_network_v4("240.0.0.0/4"), "240.0.0.0/4 reserved, incl. broadcast 255.255.255.255 (RFC 1112, RFC 919)"},
   };
@@ -51,6 +55,10 @@ std::span<const v4_range> blocked_v4() {
 std::span<const v6_range> blocked_v6() {
   static const v6_range table[] = {
       {ip::make_network_v6("::/96"), "::/96 unspecified, loopback and IPv4-compatible (RFC 4291 §2.5)"},
+      // The well-known NAT64 prefix 64:ff9b::/96 is an embedding (below); the local-use one
+      // may embed IPv4 at any prefix length, so none of it can be judged by the IPv4 rules.
+      {ip::make_network_v6("64:ff9b:1::/48"), "64:ff9b:1::/48 local-use NAT64 (RFC 8215)"},
+      {ip::make_network_v6("2001:db8::/32"), "2001:db8::/32 documentation (RFC 3849)"},
       {ip::make_network_v6("fc00::/7"), "fc00::/7 unique-local (RFC 4193)"},
       {ip::make_network_v6("fe80::/10"), "fe80::/10 link-local (RFC 4291 §2.5.6)"},
       {ip::make_network_v6("fec0::/10"), "fec0::/10 site-local, deprecated (RFC 3879)"},
@@ -84,14 +92,23 @@ std::optional<blocked_reason> why_blocked_v4(const ip::address_v4& a) {
   return std::nullopt;
 }
 
-std::optional<blocked_reason> why_blocked_v6(const ip::address_v6& a) {
+/// The IPv4 address `a` carries (IPv4-mapped, NAT64 well-known prefix, 6to4) and the name of
+/// the embedding; std::nullopt for other IPv6 addresses.
+std::optional<std::pair<ip::address_v4, std::string_view>> embedded_v4(const ip::address_v6& a) {
   const auto bytes = a.to_bytes();
   for (const auto& e : v4_embeddings()) {
     if (!contains(e.network, a)) continue;
-    const ip::address_v4 embedded{ip::address_v4::bytes_type{bytes[e.v4_offset], bytes[e.v4_offset + 1],
-                                                             bytes[e.v4_offset + 2], bytes[e.v4_offset + 3]}};
-    auto reason = why_blocked_v4(embedded);
-    if (reason) reason->embedding = e.name;
+    return std::pair{ip::address_v4{ip::address_v4::bytes_type{bytes[e.v4_offset], bytes[e.v4_offset + 1],
+                                                               bytes[e.v4_offset + 2], bytes[e.v4_offset + 3]}},
+                     e.name};
+  }
+  return std::nullopt;
+}
+
+std::optional<blocked_reason> why_blocked_v6(const ip::address_v6& a) {
+  if (const auto embedded = embedded_v4(a)) {
+    auto reason = why_blocked_v4(embedded->first);
+    if (reason) reason->embedding = embedded->second;
     return reason;
   }
   for (const auto& r : blocked_v6()) {
@@ -112,8 +129,8 @@ bool is_metadata_address(const boost::asio::ip::address& address) {
   static const auto v4 = ip::make_address_v4("169.254.169.254");
   static const auto v6 = ip::make_address_v6("fd00:ec2::254");
   if (address.is_v4()) return address.to_v4() == v4;
-  auto a6 = address.to_v6();
-  if (a6.is_v4_mapped()) return ip::make_address_v4(ip::v4_mapped, a6) == v4;
+  const auto a6 = address.to_v6();
+  if (const auto embedded = embedded_v4(a6)) return embedded->first == v4;  // mapped, NAT64, 6to4
   return a6 == v6;
 }
 

@@ -1,5 +1,7 @@
 #include "delivery/transport.hpp"
 
+#include <openssl/x509.h>
+
 namespace walhook::delivery {
 namespace {
 
@@ -18,7 +20,7 @@ class transport_category_impl final : public boost::system::error_category {
       case transport_errc::connect_failed:
         return "no resolved address accepted a TCP connection";
       case transport_errc::tls_failed:
-        return "TLS handshake or certificate verification failed";
+        return "TLS handshake failed (no certificate problem: protocol, cipher, or the server speaks no TLS)";
       case transport_errc::write_failed:
         return "connection broke while sending the request";
       case transport_errc::read_failed:
@@ -31,8 +33,25 @@ class transport_category_impl final : public boost::system::error_category {
         return "HTTP client shut down";
       case transport_errc::resolve_timeout:
         return "DNS lookup of the endpoint host did not finish before the deadline";
+      case transport_errc::tls_certificate_expired:
+        return "TLS certificate verification failed: certificate expired";
+      case transport_errc::tls_certificate_not_yet_valid:
+        return "TLS certificate verification failed: certificate not yet valid";
+      case transport_errc::tls_hostname_mismatch:
+        return "TLS certificate verification failed: hostname mismatch (no subjectAltName matches the endpoint host)";
+      case transport_errc::tls_unknown_ca:
+        return "TLS certificate verification failed: unknown CA (self-signed, or issuer not trusted; see --ca-file)";
     }
     return "unknown transport error";
+  }
+};
+
+/// The "walhook.tls_verify" category: OpenSSL's X509_V_ERR_* codes.
+class tls_verify_category_impl final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "walhook.tls_verify"; }
+  std::string message(int ev) const override {
+    return std::string("TLS certificate verification failed: ") + X509_verify_cert_error_string(ev);
   }
 };
 
@@ -41,6 +60,26 @@ class transport_category_impl final : public boost::system::error_category {
 const boost::system::error_category& transport_category() {
   static const transport_category_impl category;
   return category;
+}
+
+const boost::system::error_category& tls_verify_category() {
+  static const tls_verify_category_impl category;
+  return category;
+}
+
+bool is_tls_error(const boost::system::error_code& ec) {
+  if (ec.category() == tls_verify_category()) return true;
+  if (ec.category() != transport_category()) return false;
+  switch (static_cast<transport_errc>(ec.value())) {
+    case transport_errc::tls_failed:
+    case transport_errc::tls_certificate_expired:
+    case transport_errc::tls_certificate_not_yet_valid:
+    case transport_errc::tls_hostname_mismatch:
+    case transport_errc::tls_unknown_ca:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace walhook::delivery

@@ -23,19 +23,32 @@ enum class transport_errc {
   resolve_failed,    ///< DNS lookup failed or returned nothing
   address_blocked,   ///< every resolved address was refused by the SSRF guard
   connect_failed,    ///< no resolved address accepted a TCP connection
-  tls_failed,        ///< TLS handshake or certificate verification failed
+  tls_failed,        ///< TLS handshake failed, not because of the certificate (protocol, no TLS)
   write_failed,      ///< the connection broke while sending the request
   read_failed,       ///< the connection broke before a complete response header
   protocol_error,    ///< the response was not valid HTTP/1.x
   timeout,           ///< the total deadline passed
   cancelled,         ///< the client was shut down
   resolve_timeout,   ///< the DNS lookup itself did not finish before the deadline
+  // Certificate verification failures (OpenSSL's SSL_get_verify_result); any other verification
+  // failure is an error of tls_verify_category() that names OpenSSL's reason.
+  tls_certificate_expired,        ///< the server's certificate (or one in its chain) has expired
+  tls_certificate_not_yet_valid,  ///< the server's certificate (or one in its chain) is not valid yet
+  tls_hostname_mismatch,          ///< no subjectAltName of the certificate matches the host (the CN never counts)
+  tls_unknown_ca,                 ///< not issued by a trusted CA: self-signed, or the issuer is unknown
 };
 /// The "walhook.transport" category: a distinct, human-readable message per transport_errc
 /// (what an endpoint's last_error shows). A function-local static, safe from any thread.
 const boost::system::error_category& transport_category();
 /// Makes transport_errc values usable as (and comparable with) boost::system::error_code.
 inline boost::system::error_code make_error_code(transport_errc e) { return {static_cast<int>(e), transport_category()}; }
+/// The "walhook.tls_verify" category: the value is OpenSSL's X509_V_ERR_* code of a certificate
+/// verification failure that no transport_errc names; the message is "TLS certificate
+/// verification failed: " + X509_verify_cert_error_string (e.g. "unsuitable certificate purpose").
+const boost::system::error_category& tls_verify_category();
+/// True for every TLS failure the transport reports: tls_failed, the tls_certificate_* /
+/// tls_hostname_mismatch / tls_unknown_ca values, and tls_verify_category() errors.
+bool is_tls_error(const boost::system::error_code& ec);
 
 /// One attempt's request: the body and the caller's headers (the transport owns framing).
 struct http_request {

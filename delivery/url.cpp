@@ -24,7 +24,82 @@ const std::string& default_port(bool tls) {
   return tls ? https : plain;
 }
 
+/// Appends `text`, percent-encoding bytes outside printable ASCII (no control characters or
+/// invalid UTF-8 reach a log line or a terminal).
+void append_shown(std::string& out, std::string_view text) {
+  constexpr char hex[] = "0123456789ABCDEF";
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b > 0x20 && b < 0x7f) {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[b >> 4];
+      out += hex[b & 0xf];
+    }
+  }
+}
+
+std::string bounded_url(std::string shown) {
+  if (shown.size() > max_shown_url) {
+    shown.resize(max_shown_url - 3);
+    shown += "...";
+  }
+  return shown;
+}
+
+/// redact_url for text parse_url refuses (see the header). Over-redacting is cheap here: the
+/// URL does not work anyway, and a password may hold any of '/', '?', '#', '@' unencoded.
+std::string redact_unparsed(std::string_view url) {
+  std::string out;
+  std::string_view rest = url;
+  if (const auto scheme_end = url.find("://"); scheme_end != std::string_view::npos && scheme_end < 32) {
+    append_shown(out, url.substr(0, scheme_end + 3));
+    rest = url.substr(scheme_end + 3);
+  }
+  const auto query = rest.find_first_of("?#");
+  const auto last_at = rest.rfind('@');
+  if (last_at != std::string_view::npos && query != std::string_view::npos && last_at > query) {
+    // "user:pa?ss@host" or "host/?email=a@b": no telling where the host is; show none of it.
+    out += "***";
+    return out;
+  }
+  if (last_at != std::string_view::npos) {
+    out += "***@";
+    append_shown(out, rest.substr(last_at + 1, query == std::string_view::npos ? query : query - last_at - 1));
+  } else {
+    append_shown(out, rest.substr(0, query));
+  }
+  if (query != std::string_view::npos) {
+    if (rest[query] == '?') out += "?***";
+    if (rest.find('#', query) != std::string_view::npos) out += "#***";
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string redact_url(std::string_view url) {
+  const auto parsed = parse_url(url);
+  if (!parsed) return bounded_url(redact_unparsed(url));
+  const auto& t = *parsed;
+  std::string out = t.tls ? "https://" : "http://";
+  append_shown(out, host_header(t));
+  const auto query = t.target.find('?');
+  append_shown(out, std::string_view(t.target).substr(0, query));
+  if (query != std::string::npos) out += "?***";
+  if (url.find('#') != std::string_view::npos) out += "#***";
+  return bounded_url(std::move(out));
+}
+
+std::string cap_text(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  if (max_bytes < 3) return std::string(max_bytes, '.');
+  std::size_t keep = max_bytes - 3;
+  // Back up to the start of a UTF-8 sequence (continuation bytes are 10xxxxxx).
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  return std::string(text.substr(0, keep)) + "...";
+}
 
 bool is_valid_target(std::string_view t) {
   return !t.empty() && t.front() == '/' &&

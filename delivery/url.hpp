@@ -3,6 +3,7 @@
 
 #include <boost/system/result.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,5 +42,26 @@ bool is_valid_target(std::string_view target);
 /// The Host header value for `target` (RFC 9110 §7.2): an IPv6 literal in brackets, and the
 /// port only if it is not the scheme's default (80 for http, 443 for https).
 std::string host_header(const http_target& target);
+
+// Showing URLs and errors to people (logs, last_error, CLI output). Endpoint URLs carry
+// credentials (`user:password@`, `?token=…`) and come from customers, so they are redacted and
+// bounded before they go anywhere a person (or a log pipeline) reads them.
+
+/// Characters of a URL shown by redact_url at most (longer ones end in "...").
+inline constexpr std::size_t max_shown_url = 200;
+/// Bytes of an error text (last_error, a log field) kept by cap_text by default.
+inline constexpr std::size_t max_error_text = 1024;
+
+/// `url` as it may be shown: userinfo becomes "***@", the query "?***", the fragment "#***";
+/// bytes outside printable ASCII are percent-encoded; at most max_shown_url characters.
+/// A URL that parse_url accepts is rebuilt from its parts (scheme, host, port, path). Any
+/// other text (Boost.URL cannot parse it, or parse_url refuses it) is cut conservatively:
+/// everything between "scheme://" and the last '@' before the first '?' or '#' is userinfo,
+/// and everything from that '?' or '#' on is dropped. Never fails; pure.
+std::string redact_url(std::string_view url);
+
+/// `text` cut to at most `max_bytes` bytes (ending in "..." when cut, never inside a UTF-8
+/// sequence): for error texts that end in logs and rows. Pure.
+std::string cap_text(std::string_view text, std::size_t max_bytes = max_error_text);
 
 }  // namespace walhook::delivery

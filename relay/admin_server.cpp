@@ -1,16 +1,20 @@
 #include "relay/admin_server.hpp"
 
 #include "common/task_group.hpp"
+#include "common/log.hpp"
 #include "relay/engine.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 namespace walhook::relay {
@@ -41,10 +45,19 @@ tcp::endpoint parse_listen(const std::string& listen) {
   return {address, static_cast<unsigned short>(port)};
 }
 
+/// accept(2) failed for want of a resource (descriptors, kernel memory): accepting again at
+/// once fails again at once, so the loop waits before it does.
+bool is_resource_exhaustion(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors ||                              // EMFILE
+         ec == boost::system::errc::too_many_files_open_in_system ||       // ENFILE
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;  // ENOBUFS, ENOMEM
+}
+
 }  // namespace
 
 struct admin_server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e) : executor(ex), acceptor(ex), eng(e), tasks(ex) {
+  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e)
+      : executor(ex), acceptor(ex), wake(ex), eng(e), tasks(ex) {
     boost::system::error_code ec;
     acceptor.open(at.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -54,26 +67,65 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   }
   asio::any_io_executor executor;
   tcp::acceptor acceptor;
+  /// The accept loop waits on it: for a session to end (at the cap), or out its backoff.
+  asio::steady_timer wake;
   engine& eng;
   task_group tasks;  ///< the accept loop and every connection's session
+  std::size_t sessions = 0;  ///< admin connections open now, ≤ max_admin_connections
+
+  /// Ends the accept loop's wait early (a session ended, or stop()).
+  void notify() { wake.cancel(); }
 
   asio::awaitable<void> accept_loop() {
     auto self = shared_from_this();
+    std::chrono::milliseconds backoff{0};
     for (;;) {
-      auto [ec, socket] = co_await acceptor.async_accept(tuple_awaitable);
-      if (ec) {
-        if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (sessions >= max_admin_connections) {
+        // At the cap: stop accepting until a session ends. Further connections wait in the
+        // kernel's backlog and hold none of walhook's descriptors meanwhile.
+        wake.expires_at(asio::steady_timer::time_point::max());
+        co_await wake.async_wait(tuple_awaitable);
+        if (!acceptor.is_open()) co_return;
         continue;
       }
+      auto [ec, socket] = co_await acceptor.async_accept(tuple_awaitable);
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec == asio::error::connection_aborted) continue;  // that client is gone; the next one is not
+      if (ec) {
+        // EMFILE and friends: the pending connection stays queued and accept(2) would fail again
+        // at once (it spun at ~70 % CPU). Wait 100 ms, doubling up to 1 s while it lasts.
+        backoff = std::clamp(backoff * 2, accept_backoff_min, accept_backoff_max);
+        if (backoff == accept_backoff_min || !is_resource_exhaustion(ec)) {
+          log::warn("admin.accept_failed", {{"error", ec.message()},
+                                            {"retry_ms", static_cast<std::int64_t>(backoff.count())},
+                                            {"sessions", static_cast<std::uint64_t>(sessions)}});
+        }
+        wake.expires_after(backoff);
+        co_await wake.async_wait(tuple_awaitable);
+        if (!acceptor.is_open()) co_return;
+        continue;
+      }
+      backoff = std::chrono::milliseconds{0};
+      ++sessions;
       tasks.spawn(serve(beast::tcp_stream(std::move(socket))), "admin session");
     }
   }
 
   asio::awaitable<void> serve(beast::tcp_stream stream) {
     auto self = shared_from_this();
+    // However the session ends (the peer, its deadline, or cancellation), its slot is free.
+    struct release_slot {
+      impl& server;
+      ~release_slot() {
+        --server.sessions;
+        server.notify();
+      }
+    } slot{*this};
     beast::flat_buffer buffer;
     for (;;) {
-      stream.expires_after(30s);
+      // The whole request (and the idle wait before it) within the read deadline: a client
+      // that sends nothing, or drips, holds its slot this long at most.
+      stream.expires_after(admin_read_deadline);
       http::request<http::string_body> req;
       auto [ec, n] = co_await http::async_read(stream, buffer, req, tuple_awaitable);
       if (ec) co_return;
@@ -98,7 +150,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       }
       res.keep_alive(req.keep_alive());
       res.prepare_payload();
-      stream.expires_after(30s);
+      stream.expires_after(admin_read_deadline);
       auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
       if (wec || !req.keep_alive()) co_return;
     }
@@ -117,6 +169,7 @@ unsigned short admin_server::port() const { return impl_->acceptor.local_endpoin
 void admin_server::stop() {
   boost::system::error_code ignored;
   impl_->acceptor.close(ignored);
+  impl_->notify();
   impl_->tasks.emit(asio::cancellation_type::terminal);  // sessions end with their connection
 }
 

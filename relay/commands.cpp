@@ -5,6 +5,7 @@
 #include "common/time.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/signing.hpp"
+#include "delivery/url.hpp"
 #include "relay/admin_server.hpp"
 #include "relay/blocking_db.hpp"
 #include "relay/engine.hpp"
@@ -112,7 +113,7 @@ int cmd_migrate(const migrate_args& a) {
 
 int cmd_endpoint_add(const endpoint_add_args& a) {
   if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
-  if (!delivery::parse_url(a.url)) throw cli_error("--url must be an absolute http:// or https:// URL: " + a.url);
+  if (!delivery::parse_url(a.url)) throw cli_error("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(a.url));
   if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
   if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
   std::vector<std::string> types;
@@ -150,7 +151,7 @@ int cmd_endpoint_list(const std::string& database_url, const std::string& tenant
                            "ordering", "event types", "url");
   for (int i = 0; i < r.rows(); ++i)
     std::cout << fmt::format("{:>6}  {:<16} {:<9} {:>4}  {:<9} {:<24} {}\n", r.value(i, 0), r.value(i, 1),
-                             r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5), r.value(i, 6));
+                             r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5), delivery::redact_url(r.value(i, 6)));
   return 0;
 }
 
@@ -240,9 +241,9 @@ SELECT e.id, e.tenant_id, e.status,
           .field("dead", std::stoll(std::string(r.value(i, 6))))
           .field("consecutive_failures", std::stoll(std::string(r.value(i, 7))))
           .field("paused_until", std::string(r.value(i, 8)))
-          .field("last_error", std::string(r.value(i, 9)))
-          .field("disabled_reason", std::string(r.value(i, 10)))
-          .field("url", std::string(r.value(i, 11)))
+          .field("last_error", delivery::cap_text(r.value(i, 9)))
+          .field("disabled_reason", delivery::cap_text(r.value(i, 10)))
+          .field("url", delivery::redact_url(r.value(i, 11)))
           .end_object();
       std::cout << j.str() << "\n";
     }
@@ -253,7 +254,7 @@ SELECT e.id, e.tenant_id, e.status,
   for (int i = 0; i < r.rows(); ++i) {
     long long age = std::stoll(std::string(r.value(i, 5)));
     std::string age_text = age == 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
-    std::string err(r.value(i, 10).empty() ? r.value(i, 9) : r.value(i, 10));
+    std::string err = delivery::cap_text(r.value(i, 10).empty() ? r.value(i, 9) : r.value(i, 10));
     std::cout << fmt::format("{:>6}  {:<14} {:<9} {:>8} {:>9} {:>10} {:>6} {:>9}  {:<20} {}\n", r.value(i, 0),
                              r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), age_text, r.value(i, 6),
                              r.value(i, 7), r.value(i, 8).empty() ? "-" : r.value(i, 8), err.empty() ? "-" : err);
@@ -399,6 +400,15 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
 }  // namespace
 
 int cmd_run(run_options options) {
+  if (!options.ca_file.empty()) {
+    auto pem = delivery::read_ca_bundle(options.ca_file);
+    if (!pem) {
+      throw cli_error(pem.error() == boost::system::errc::invalid_argument
+                          ? fmt::format("--ca-file {}: no PEM certificate in it", options.ca_file)
+                          : fmt::format("--ca-file {}: cannot read it: {}", options.ca_file, pem.error().message()));
+    }
+    options.http.extra_ca_pem = std::move(*pem);
+  }
   preflight(options);
   asio::io_context ioc(1);
   std::string admin_listen = options.admin_listen;

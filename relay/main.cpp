@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c_run->add_option("--max-payload-bytes", run.max_payload_bytes, "Larger request bodies end as dead deliveries")
       ->capture_default_str();
+  c_run->add_option("--ca-file", run.ca_file,
+                    "PEM bundle of CA certificates to trust for https endpoints, in addition to the system's "
+                    "(private CAs)");
   c_run->add_flag("--allow-private-networks", run.http.allow_private_networks,
                   "Allow endpoints on loopback, private and link-local addresses (SSRF guard off)");
   c_run->add_option("--max-attempts", run.retry.max_attempts, "Attempts before a delivery is dead")->capture_default_str();

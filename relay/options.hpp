@@ -37,6 +37,9 @@ struct run_options {
   std::size_t max_claim = 200;                         ///< rows one claim takes for one endpoint at most (small transactions keep the walsender from stalling)
 
   delivery::http_client_options http;                  ///< 5 s deadline, SSRF guard on
+  /// --ca-file: a PEM bundle of CA certificates trusted in addition to OpenSSL's default verify
+  /// paths (private CAs); read into http.extra_ca_pem by cmd_run, "" = none.
+  std::string ca_file;
   delivery::retry_policy retry;
   delivery::breaker_policy breaker;
 

@@ -84,7 +84,7 @@ void resolve_endpoint(endpoint& e) {
   e.keys.clear();
   auto target = delivery::parse_url(e.url);
   if (!target) {
-    e.config_error = "invalid endpoint URL: " + e.url;
+    e.config_error = "invalid endpoint URL: " + delivery::redact_url(e.url);
   } else {
     e.target = std::move(*target);
   }

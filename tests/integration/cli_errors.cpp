@@ -1,11 +1,23 @@
 // Clear one-line errors (issue 2): bad flags, an unreachable database, wal_level not logical,
 // a missing schema, missing privileges. Each exits 1 with a message that says what to do.
 
+#include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
+#include "tests/support/scripted_http_server.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
+#include <fmt/format.h>
 
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <unistd.h>
 
 using namespace walhook;
 
@@ -121,4 +133,96 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
   relay.signal(SIGTERM);
   CHECK(relay.wait(std::chrono::seconds(30)) == 0);
   (void)pg;
+}
+
+TEST_CASE("endpoint list, status and errors never show a URL's credentials (issue 9 #8)") {
+  const std::string url = test::fresh_database("redaction");
+  const std::string secret = "s3cretpassw0rd";
+  auto refused = run_cli({"endpoint", "add", "--database-url", url, "--tenant", "t", "--url",
+                          "https://admin:" + secret + "@hooks.example.com/in"});
+  CHECK(refused.code != 0);
+  CHECK(refused.output.find("https://***@hooks.example.com/in") != std::string::npos);
+  CHECK(refused.output.find(secret) == std::string::npos);
+
+  auto added = run_cli({"endpoint", "add", "--database-url", url, "--tenant", "t", "--url",
+                        "https://hooks.example.com/in?token=" + secret});
+  REQUIRE(added.code == 0);
+  relay::blocking_db db(url);
+  // Invalid URLs only get in by SQL; a 100 KB one too.
+  test::add_endpoint(db, "t", "https://admin:" + secret + "@" + std::string(100 * 1024, 'h') + "/", delivery::generate_secret());
+  for (const auto& args : std::vector<std::vector<std::string>>{{"endpoint", "list", "--database-url", url},
+                                                                {"status", "--database-url", url},
+                                                                {"status", "--json", "--database-url", url}}) {
+    CAPTURE(args[1]);
+    auto shown = run_cli(args);
+    CHECK(shown.code == 0);
+    CHECK(shown.output.find(secret) == std::string::npos);
+    CHECK(shown.output.size() < 4096);
+  }
+  CHECK(run_cli({"endpoint", "list", "--database-url", url}).output.find("https://hooks.example.com/in?***") !=
+        std::string::npos);
+}
+
+TEST_CASE("--ca-file: an unreadable or empty file is a clear start-up error (issue 9 #11d)") {
+  auto missing = run_cli({"run", "--database-url", "postgresql://x", "--ca-file", "/nonexistent/ca.pem"});
+  CHECK(missing.code == 1);
+  CHECK(missing.output.find("--ca-file /nonexistent/ca.pem: cannot read it: No such file or directory") != std::string::npos);
+  CHECK(one_line(missing.output));
+
+  const auto junk = std::filesystem::temp_directory_path() / fmt::format("walhook-junk-{}.pem", ::getpid());
+  std::ofstream(junk) << "not a certificate\n";
+  auto empty = run_cli({"run", "--database-url", "postgresql://x", "--ca-file", junk.string()});
+  std::filesystem::remove(junk);
+  CHECK(empty.code == 1);
+  CHECK(empty.output.find("no PEM certificate in it") != std::string::npos);
+}
+
+TEST_CASE("--ca-file: an endpoint of a private CA is delivered; an unknown CA's says so in last_error") {
+  namespace asio = boost::asio;
+  // Two TLS endpoints on loopback: one with a certificate of our private CA, one self-signed.
+  test::certificate_spec ca_spec;
+  ca_spec.common_name = "walhook it private CA";
+  const auto ca = test::make_certificate(ca_spec);
+  test::certificate_spec leaf;
+  leaf.is_ca = false;
+  leaf.subject_alt_names = "IP:127.0.0.1";
+  leaf.issuer = &ca;
+  asio::io_context ioc;
+  test::scripted_http_server private_ca_server(ioc, asio::ip::address_v4::loopback(), test::make_certificate(leaf));
+  test::scripted_http_server unknown_ca_server(ioc, asio::ip::address_v4::loopback(),
+                                               test::make_test_certificate("IP:127.0.0.1"));
+  auto work = asio::make_work_guard(ioc);
+  std::thread server_thread([&] { ioc.run(); });  // the servers are touched on this thread only until join
+
+  const auto ca_file = std::filesystem::temp_directory_path() / fmt::format("walhook-ca-{}.pem", ::getpid());
+  std::ofstream(ca_file) << ca.certificate_pem;
+  const std::string url = test::fresh_database("ca_file");
+  relay::blocking_db db(url);
+  const auto good = test::add_endpoint(db, "t", private_ca_server.url("/hook"), delivery::generate_secret());
+  const auto bad = test::add_endpoint(db, "t", unknown_ca_server.url("/hook"), delivery::generate_secret());
+  test::walhook_process relay(test::run_args(url, "ca_file", {"--ca-file", ca_file.string(), "--record", "all"}));
+  relay.start();
+  REQUIRE(test::eventually([&] { return relay.count_in_log("\"replication.streaming\"") == 1; }, std::chrono::seconds(20)));
+  pg::params p{"t", "order.paid", "{}"};
+  test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
+  const auto status_of = [&](long long endpoint) {
+    pg::params q{std::to_string(endpoint)};
+    return test::query_value(db, "SELECT status || ' ' || coalesce(last_error, '') FROM walhook.deliveries WHERE endpoint_id = $1::bigint", q);
+  };
+  CHECK(test::eventually([&] { return status_of(good).starts_with("delivered"); }, std::chrono::seconds(20)));
+  CHECK(test::eventually([&] { return status_of(bad).find("unknown CA") != std::string::npos; }, std::chrono::seconds(20)));
+  MESSAGE("unknown CA endpoint: " << status_of(bad));
+  relay.signal(SIGTERM);
+  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  std::filesystem::remove(ca_file);
+
+  work.reset();
+  asio::post(ioc, [&] {
+    private_ca_server.stop();
+    unknown_ca_server.stop();
+  });
+  server_thread.join();
+  CHECK(private_ca_server.requests().size() == 1);
+  CHECK(unknown_ca_server.requests().empty());
+  CHECK(unknown_ca_server.failed_handshakes() >= 1);
 }

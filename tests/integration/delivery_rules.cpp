@@ -331,8 +331,9 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
   std::string event = s.publish("t", "x", "{}");
   pg::params ev{event};
   REQUIRE(test::eventually([&] { return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1::uuid", ev) == "pending"; }, 20s));
+  // Shown as redact_url shows it: the bytes that are not printable ASCII percent-encoded.
   CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1::uuid", ev) ==
-        "HTTP 302 redirect to http://x/caf\uFFFD\uFFFD not followed");
+        "HTTP 302 redirect to http://x/caf%E9%FF not followed");
   CHECK(walhook.count_in_log("state_store.write_failed") == 0);
 
   REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep)}) == 0);

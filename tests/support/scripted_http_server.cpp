@@ -99,15 +99,6 @@ void check(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(std::string("test certificate: ") + what + " failed");
 }
 
-void add_extension(X509* cert, int nid, const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
-  openssl_ptr<X509_EXTENSION, X509_EXTENSION_free> ext{X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str())};
-  check(ext != nullptr, "X509V3_EXT_conf_nid");
-  check(X509_add_ext(cert, ext.get(), -1) == 1, "X509_add_ext");
-}
-
 std::string bio_text(BIO* bio) {
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio, &data);
@@ -153,6 +144,13 @@ scripted_action scripted_action::drip(std::string raw, std::chrono::milliseconds
   scripted_action a;
   a.raw = std::move(raw);
   a.drip_interval = interval;
+  return a;
+}
+
+scripted_action scripted_action::repeat_forever(std::string bytes) {
+  scripted_action a;
+  a.raw = std::move(bytes);
+  a.endless = endless_body::repeat;
   return a;
 }
 
@@ -267,6 +265,7 @@ asio::awaitable<error_code> perform(server_state s, connection_state& c, Stream&
   if (a.endless != endless_body::none) {
     std::string piece(endless_piece, 'x');
     if (a.endless == endless_body::chunked) piece = "4000\r\n" + piece + "\r\n";  // 0x4000 = 16 KiB
+    if (a.endless == endless_body::repeat) piece = a.raw;
     for (;;) {
       const auto [ec, n] = co_await asio::async_write(stream, asio::buffer(piece), use_tuple);
       if (ec) co_return ec;
@@ -351,24 +350,64 @@ asio::awaitable<void> accept_loop(server_state s) {
 }  // namespace
 
 tls_identity make_test_certificate(std::string_view subject_alt_names) {
+  certificate_spec spec;
+  spec.subject_alt_names = subject_alt_names;
+  return make_certificate(spec);
+}
+
+tls_identity make_certificate(const certificate_spec& spec) {
+  static long serial = 0;
   openssl_ptr<EVP_PKEY, EVP_PKEY_free> key{EVP_EC_gen("P-256")};
   check(key != nullptr, "EVP_EC_gen");
   openssl_ptr<X509, X509_free> cert{X509_new()};
   check(cert != nullptr, "X509_new");
   check(X509_set_version(cert.get(), 2) == 1, "X509_set_version");  // v3
-  check(ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 1) == 1, "serial");
-  check(X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600) != nullptr, "notBefore");
-  check(X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600) != nullptr, "notAfter");
+  check(ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), ++serial) == 1, "serial");
+  check(X509_gmtime_adj(X509_getm_notBefore(cert.get()), static_cast<long>(spec.not_before.count())) != nullptr,
+        "notBefore");
+  check(X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(spec.not_after.count())) != nullptr,
+        "notAfter");
   check(X509_set_pubkey(cert.get(), key.get()) == 1, "X509_set_pubkey");
   X509_NAME* name = X509_get_subject_name(cert.get());
-  check(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("walhook test"),
-                                   -1, -1, 0) == 1,
+  check(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                                   reinterpret_cast<const unsigned char*>(spec.common_name.c_str()), -1, -1, 0) == 1,
         "subject");
-  check(X509_set_issuer_name(cert.get(), name) == 1, "issuer");
-  add_extension(cert.get(), NID_basic_constraints, "critical,CA:TRUE");
-  add_extension(cert.get(), NID_key_usage, "critical,digitalSignature,keyCertSign");
-  add_extension(cert.get(), NID_subject_alt_name, std::string(subject_alt_names));
-  check(X509_sign(cert.get(), key.get(), EVP_sha256()) > 0, "X509_sign");
+
+  // The issuer: this certificate itself, or the given CA.
+  openssl_ptr<X509, X509_free> issuer_cert;
+  openssl_ptr<EVP_PKEY, EVP_PKEY_free> issuer_key;
+  if (spec.issuer != nullptr) {
+    openssl_ptr<BIO, BIO_free_all> cb{BIO_new_mem_buf(spec.issuer->certificate_pem.data(),
+                                                      static_cast<int>(spec.issuer->certificate_pem.size()))};
+    openssl_ptr<BIO, BIO_free_all> kb{BIO_new_mem_buf(spec.issuer->private_key_pem.data(),
+                                                      static_cast<int>(spec.issuer->private_key_pem.size()))};
+    check(cb && kb, "BIO_new_mem_buf");
+    issuer_cert.reset(PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr));
+    issuer_key.reset(PEM_read_bio_PrivateKey(kb.get(), nullptr, nullptr, nullptr));
+    check(issuer_cert && issuer_key, "reading the issuer");
+  }
+  X509* signer_cert = issuer_cert ? issuer_cert.get() : cert.get();
+  EVP_PKEY* signer_key = issuer_key ? issuer_key.get() : key.get();
+  check(X509_set_issuer_name(cert.get(), X509_get_subject_name(signer_cert)) == 1, "issuer");
+
+  const auto add = [&](int nid, const std::string& value) {
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, signer_cert, cert.get(), nullptr, nullptr, 0);
+    openssl_ptr<X509_EXTENSION, X509_EXTENSION_free> ext{X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str())};
+    check(ext != nullptr, "X509V3_EXT_conf_nid");
+    check(X509_add_ext(cert.get(), ext.get(), -1) == 1, "X509_add_ext");
+  };
+  if (spec.is_ca) {
+    add(NID_basic_constraints, "critical,CA:TRUE");
+    add(NID_key_usage, "critical,digitalSignature,keyCertSign");
+  } else {
+    add(NID_basic_constraints, "critical,CA:FALSE");
+    add(NID_key_usage, "critical,digitalSignature");
+    if (!spec.extended_key_usage.empty()) add(NID_ext_key_usage, spec.extended_key_usage);
+  }
+  if (!spec.subject_alt_names.empty()) add(NID_subject_alt_name, spec.subject_alt_names);
+  check(X509_sign(cert.get(), signer_key, EVP_sha256()) > 0, "X509_sign");
 
   openssl_ptr<BIO, BIO_free_all> cert_bio{BIO_new(BIO_s_mem())};
   openssl_ptr<BIO, BIO_free_all> key_bio{BIO_new(BIO_s_mem())};

@@ -58,6 +58,7 @@ struct scripted_action {
     none,
     identity,  ///< after `raw`, write body bytes forever (pair with a huge Content-Length)
     chunked,   ///< after `raw`, write 16 KiB chunks forever (pair with Transfer-Encoding: chunked)
+    repeat,    ///< write `raw` again and again forever (e.g. an endless stream of 1xx responses)
   };
 
   std::string interim;                        ///< bytes written as soon as the request is read (e.g. 100 Continue)
@@ -80,6 +81,8 @@ struct scripted_action {
   static scripted_action drip(std::string raw, std::chrono::milliseconds interval);
   /// Status line and headers in `head` (ending with the blank line), then body bytes forever.
   static scripted_action endless_response(std::string head, endless_body kind);
+  /// `bytes` written again and again, forever, as fast as the client reads them.
+  static scripted_action repeat_forever(std::string bytes);
 
   scripted_action&& with_delay(std::chrono::milliseconds d) && { delay = d; return std::move(*this); }
   scripted_action&& with_interim(std::string bytes) && { interim = std::move(bytes); return std::move(*this); }
@@ -96,6 +99,22 @@ struct tls_identity {
 /// as its own trust anchor) whose subjectAltName is `subject_alt_names` in OpenSSL config syntax,
 /// e.g. "IP:127.0.0.1,DNS:localhost". Throws std::runtime_error if OpenSSL fails.
 tls_identity make_test_certificate(std::string_view subject_alt_names);
+
+/// What make_certificate builds (EC P-256, SHA-256).
+struct certificate_spec {
+  std::string common_name = "walhook test";  ///< subject CN
+  std::string subject_alt_names;             ///< OpenSSL config syntax; "" = no subjectAltName at all
+  std::chrono::seconds not_before{-3600};    ///< validity start, relative to now
+  std::chrono::seconds not_after{24 * 3600}; ///< validity end, relative to now
+  /// basicConstraints CA:TRUE and keyCertSign (a CA, or a self-signed certificate usable as its
+  /// own trust anchor); false: a leaf for serverAuth.
+  bool is_ca = true;
+  std::string extended_key_usage = "serverAuth";  ///< of a leaf (is_ca false), OpenSSL config syntax
+  const tls_identity* issuer = nullptr;  ///< signed by this CA (its certificate and key); null = self-signed
+};
+
+/// A fresh certificate as `spec` says. Throws std::runtime_error if OpenSSL fails.
+tls_identity make_certificate(const certificate_spec& spec);
 
 class scripted_http_server {
  public:

@@ -15,8 +15,12 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <set>
+
+#include <unistd.h>
 
 using namespace walhook::delivery;
 using namespace std::chrono_literals;
@@ -58,7 +62,7 @@ struct fixture {
 
   /// Runs `body` on the io_context until it finishes; fails if that takes longer than `guard`.
   template <class F>
-  void run(F&& body, std::chrono::seconds guard = 30s) {
+  void run(F&& body, std::chrono::milliseconds guard = 30s) {
     bool done = false;
     std::exception_ptr error;
     asio::co_spawn(ioc, std::forward<F>(body)(), [&](std::exception_ptr e) {
@@ -88,14 +92,15 @@ std::string status_of(const result_type& r) {
 
 TEST_CASE("http_client: transport errors have their own category and distinct messages") {
   std::set<std::string> messages;
-  for (int e = static_cast<int>(transport_errc::invalid_url); e <= static_cast<int>(transport_errc::cancelled); ++e) {
+  for (int e = static_cast<int>(transport_errc::invalid_url); e <= static_cast<int>(transport_errc::tls_unknown_ca);
+       ++e) {
     const boost::system::error_code ec = static_cast<transport_errc>(e);
     CHECK(ec.category() == transport_category());
     CHECK(std::string_view(ec.category().name()) == "walhook.transport");
     CHECK_FALSE(ec.message().empty());
     messages.insert(ec.message());
   }
-  CHECK(messages.size() == 10);
+  CHECK(messages.size() == 15);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,6 +339,35 @@ TEST_CASE("http_client: a server dripping its response byte by byte times out") 
         CHECK(r.error() == transport_errc::timeout);
       },
       10s);
+}
+
+TEST_CASE("http_client: an endless stream of 1xx interim responses ends at the deadline") {
+  // Issue 9 #3: every read completes at once, so Beast's per-read expiry never fires; the
+  // call's own deadline timer must end it. With the manual clock (which never moves) only that
+  // timer can: no reading of the clock would ever say the deadline has passed.
+  for (const bool manual : {false, true}) {
+    CAPTURE(manual);
+    walhook::test::manual_clock clock;
+    auto options = test_options();
+    options.total_deadline = 300ms;
+    if (manual) options.clock = &clock;
+    fixture f{options};
+    f.server.push(scripted_action::repeat_forever(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"));
+    const auto& real = walhook::real_clock::instance();
+    const auto started = real.steady_now();
+    f.run(
+        [&]() -> asio::awaitable<void> {
+          const auto r = co_await f.post();
+          REQUIRE(r.has_error());
+          CHECK(r.error() == transport_errc::timeout);
+          CHECK(co_await f.server.wait_until([&] { return f.server.closed_by_peer() == 1; }, 1s));
+        },
+        1s);  // the guard: deadline + 700 ms of slack; without a deadline timer the call never ends
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(real.steady_now() - started);
+    MESSAGE("1xx flood, total_deadline 300 ms: the call ended after " << took.count() << " ms");
+    CHECK(took >= 300ms);
+  }
 }
 
 TEST_CASE("http_client: an answer that comes late but within the deadline succeeds") {
@@ -686,19 +720,21 @@ TEST_CASE("http_client: https is verified, sends SNI for host names only, and re
   CHECK(f.server.failed_handshakes() == 0);
 }
 
-TEST_CASE("http_client: an untrusted certificate is tls_failed") {
+TEST_CASE("http_client: an untrusted self-signed certificate is tls_unknown_ca") {
   const auto identity = walhook::test::make_test_certificate("IP:127.0.0.1,DNS:localhost");
   fixture f{test_options(), identity};  // the client trusts only the system store
   f.run([&]() -> asio::awaitable<void> {
     const auto r = co_await f.post();
     REQUIRE(r.has_error());
-    CHECK(r.error() == transport_errc::tls_failed);
+    CHECK(r.error() == transport_errc::tls_unknown_ca);
+    CHECK(r.error().message().find("unknown CA") != std::string::npos);
+    CHECK(is_tls_error(r.error()));
     CHECK(co_await f.server.wait_until([&] { return f.server.failed_handshakes() == 1; }, 10s));
   });
   CHECK(f.server.requests().empty());
 }
 
-TEST_CASE("http_client: a trusted certificate for another host is tls_failed") {
+TEST_CASE("http_client: a trusted certificate for another host is tls_hostname_mismatch") {
   const auto identity = walhook::test::make_test_certificate("DNS:hooks.example.com,IP:10.9.8.7");
   auto options = test_options();
   options.extra_ca_pem = identity.certificate_pem;
@@ -706,14 +742,143 @@ TEST_CASE("http_client: a trusted certificate for another host is tls_failed") {
   f.run([&]() -> asio::awaitable<void> {
     const auto by_ip = co_await f.post();
     REQUIRE(by_ip.has_error());
-    CHECK(by_ip.error() == transport_errc::tls_failed);
+    CHECK(by_ip.error() == transport_errc::tls_hostname_mismatch);
+    CHECK(by_ip.error().message().find("hostname mismatch") != std::string::npos);
     auto by_name = f.target();
     by_name.host = "localhost";
     const auto named = co_await f.client.async_post("ep_1", by_name, json_request());
     REQUIRE(named.has_error());
-    CHECK(named.error() == transport_errc::tls_failed);
+    CHECK(named.error() == transport_errc::tls_hostname_mismatch);
   });
   CHECK(f.server.requests().empty());
+}
+
+TEST_CASE("http_client: a certificate without a subjectAltName is refused; its CN never counts") {
+  // RFC 6125 §6.4.4 and the CA/B Forum: names are in the subjectAltName. A certificate whose only
+  // name is CN=localhost (or CN=127.0.0.1) must not be accepted for that host, trusted or not.
+  for (const std::string cn : {"localhost", "127.0.0.1"}) {
+    CAPTURE(cn);
+    walhook::test::certificate_spec spec;
+    spec.common_name = cn;  // and no subjectAltName
+    const auto identity = walhook::test::make_certificate(spec);
+    auto options = test_options();
+    options.extra_ca_pem = identity.certificate_pem;
+    fixture f{options, identity};
+    f.run([&]() -> asio::awaitable<void> {
+      auto t = f.target();
+      t.host = cn;
+      const auto r = co_await f.client.async_post("ep_1", t, json_request());
+      REQUIRE(r.has_error());
+      CHECK(r.error() == transport_errc::tls_hostname_mismatch);
+    });
+    CHECK(f.server.requests().empty());
+  }
+}
+
+namespace {
+
+/// A private CA and, signed by it, a leaf for 127.0.0.1 and localhost as `leaf` says.
+struct private_pki {
+  explicit private_pki(walhook::test::certificate_spec leaf = {}) {
+    walhook::test::certificate_spec ca_spec;
+    ca_spec.common_name = "walhook test private CA";
+    ca = walhook::test::make_certificate(ca_spec);
+    leaf.is_ca = false;
+    leaf.common_name = "leaf";
+    if (leaf.subject_alt_names.empty()) leaf.subject_alt_names = "IP:127.0.0.1,DNS:localhost";
+    leaf.issuer = &ca;
+    server = walhook::test::make_certificate(leaf);
+  }
+  walhook::test::tls_identity ca;
+  walhook::test::tls_identity server;
+};
+
+/// One post to a TLS server presenting `pki.server`, the client trusting `pki.ca` if `trust_ca`.
+result_type post_to(const private_pki& pki, bool trust_ca) {
+  auto options = test_options();
+  if (trust_ca) options.extra_ca_pem = pki.ca.certificate_pem;
+  fixture f{options, pki.server};
+  std::optional<result_type> r;
+  f.run([&]() -> asio::awaitable<void> { r = co_await f.post(); });
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("http_client: certificate verification failures say why") {
+  SUBCASE("a leaf of a trusted private CA is accepted") {
+    const auto r = post_to(private_pki{}, true);
+    REQUIRE_MESSAGE(r.has_value(), status_of(r));
+    CHECK(r->status == 200);
+  }
+  SUBCASE("expired") {
+    walhook::test::certificate_spec leaf;
+    leaf.not_before = -std::chrono::seconds{48 * 3600};
+    leaf.not_after = -std::chrono::seconds{24 * 3600};
+    const auto r = post_to(private_pki{leaf}, true);
+    REQUIRE(r.has_error());
+    CHECK(r.error() == transport_errc::tls_certificate_expired);
+    CHECK(r.error().message().find("expired") != std::string::npos);
+  }
+  SUBCASE("not yet valid") {
+    walhook::test::certificate_spec leaf;
+    leaf.not_before = std::chrono::seconds{24 * 3600};
+    leaf.not_after = std::chrono::seconds{48 * 3600};
+    const auto r = post_to(private_pki{leaf}, true);
+    REQUIRE(r.has_error());
+    CHECK(r.error() == transport_errc::tls_certificate_not_yet_valid);
+    CHECK(r.error().message().find("not yet valid") != std::string::npos);
+  }
+  SUBCASE("issued by a CA the client does not trust") {
+    const auto r = post_to(private_pki{}, false);
+    REQUIRE(r.has_error());
+    CHECK(r.error() == transport_errc::tls_unknown_ca);
+  }
+  SUBCASE("wrong host") {
+    walhook::test::certificate_spec leaf;
+    leaf.subject_alt_names = "DNS:hooks.example.com";
+    const auto r = post_to(private_pki{leaf}, true);
+    REQUIRE(r.has_error());
+    CHECK(r.error() == transport_errc::tls_hostname_mismatch);
+  }
+  SUBCASE("any other reason is OpenSSL's, in the error's message") {
+    walhook::test::certificate_spec leaf;
+    leaf.extended_key_usage = "clientAuth";  // not for servers
+    const auto r = post_to(private_pki{leaf}, true);
+    REQUIRE(r.has_error());
+    CHECK(r.error().category() == tls_verify_category());
+    CHECK(is_tls_error(r.error()));
+    CHECK(r.error().message() == "TLS certificate verification failed: unsuitable certificate purpose");
+  }
+}
+
+TEST_CASE("read_ca_bundle: a private CA from a file; unreadable or empty files are errors") {
+  const private_pki pki;
+  const auto dir = std::filesystem::temp_directory_path() / ("walhook-ca-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return (dir / name).string();
+  };
+  const auto bundle = read_ca_bundle(write("ca.pem", "# a comment\n" + pki.ca.certificate_pem));
+  REQUIRE(bundle.has_value());
+
+  auto options = test_options();
+  options.extra_ca_pem = *bundle;
+  fixture f{options, pki.server};
+  f.run([&]() -> asio::awaitable<void> {
+    const auto r = co_await f.post();
+    REQUIRE_MESSAGE(r.has_value(), status_of(r));
+    CHECK(r->status == 200);
+  });
+
+  const auto missing = read_ca_bundle((dir / "missing.pem").string());
+  REQUIRE(missing.has_error());
+  CHECK(missing.error() == boost::system::errc::no_such_file_or_directory);
+  const auto empty = read_ca_bundle(write("empty.pem", "no certificate here\n"));
+  REQUIRE(empty.has_error());
+  CHECK(empty.error() == boost::system::errc::invalid_argument);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("http_client: unparsable extra_ca_pem is fatal setup") {

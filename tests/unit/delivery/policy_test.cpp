@@ -85,7 +85,7 @@ TEST_CASE("classify: 3xx is a failure to retry; redirects are not followed and L
     CHECK(o.kind == verdict::retry);
     CHECK(o.status == static_cast<int>(status));
     CHECK(contains(o.error, std::to_string(status)));
-    CHECK(contains(o.error, "https://elsewhere.example/hook?x=1"));
+    CHECK(contains(o.error, "https://elsewhere.example/hook?***"));  // the query redacted
     CHECK(contains(o.error, "not followed"));
 
     auto bare = classify_status(status);
@@ -93,6 +93,22 @@ TEST_CASE("classify: 3xx is a failure to retry; redirects are not followed and L
     CHECK(contains(bare.error, std::to_string(status)));
     CHECK(contains(bare.error, "redirect"));
     CHECK_FALSE(contains(bare.error, " to "));
+  }
+}
+
+TEST_CASE("classify: a hostile Location never puts its secrets or its size into last_error") {
+  const std::string secret = "t0ps3cret";
+  const std::string locations[] = {
+      "https://elsewhere.example/hook?token=" + secret,
+      "https://user:" + secret + "@elsewhere.example/hook",
+      "https://elsewhere.example/" + std::string(8000, 'p') + "?token=" + secret,
+  };
+  for (const auto& location : locations) {
+    CAPTURE(location.substr(0, 60));
+    const auto o = classify_status(302, "", location);
+    CHECK(contains(o.error, "elsewhere.example"));
+    CHECK_FALSE(contains(o.error, secret));
+    CHECK(o.error.size() <= max_shown_url + 64);
   }
 }
 

@@ -104,3 +104,81 @@ TEST_CASE("url: host_header brackets IPv6 literals and omits the default port") 
   CHECK(host_header({true, "2001:db8::1", "443", "/"}) == "[2001:db8::1]");
   CHECK(host_header({false, "::1", "8080", "/"}) == "[::1]:8080");
 }
+
+// ---------------------------------------------------------------------------------------------
+// redact_url and cap_text (issue 9 #8): what logs, last_error and the CLI show of a URL
+
+TEST_CASE("url: redact_url hides userinfo, query and fragment") {
+  struct row {
+    std::string_view url;
+    std::string_view shown;
+  };
+  const row rows[] = {
+      // Accepted by parse_url: rebuilt from its parts.
+      {"https://hooks.example.com/in", "https://hooks.example.com/in"},
+      {"https://hooks.example.com/in?token=s3cret", "https://hooks.example.com/in?***"},
+      {"https://hooks.example.com:8443/in?a=1&token=s3cret#frag", "https://hooks.example.com:8443/in?***#***"},
+      {"http://[::1]:8080/x#s3cret", "http://[::1]:8080/x#***"},
+      {"HTTPS://Hooks.Example.COM", "https://hooks.example.com/"},
+      // Refused by parse_url (userinfo), parsed by Boost.URL: the text fallback.
+      {"https://admin:s3cret@hooks.example.com/in", "https://***@hooks.example.com/in"},
+      {"https://admin:s3cret@hooks.example.com/in?token=s3cret", "https://***@hooks.example.com/in?***"},
+      {"https://:s3cret@hooks.example.com", "https://***@hooks.example.com"},
+      // Not a URL Boost.URL can parse.
+      {"https://admin:s3 cret@hooks.example.com/in", "https://***@hooks.example.com/in"},
+      {"https://ad@min:s3cret@hooks.example.com/", "https://***@hooks.example.com/"},
+      {"https://admin:pa/ss@hooks.example.com/", "https://***@hooks.example.com/"},
+      {"https://admin:pa?ss@hooks.example.com/", "https://***"},   // where is the host? show none
+      {"https://admin:pa#ss@hooks.example.com/", "https://***"},
+      {"https://hooks.example.com/ in?token=s3cret", "https://hooks.example.com/%20in?***"},
+      {"ftp://u:s3cret@files.example.com/", "ftp://***@files.example.com/"},
+      {"u:s3cret@hooks.example.com", "***@hooks.example.com"},
+      {"not a url?token=s3cret", "not%20a%20url?***"},
+      {"https://x/\r\n{\"level\":\"error\"}", "https://x/%0D%0A{\"level\":\"error\"}"},
+      {"https://h\xc3\xa9.example/", "https://h%C3%A9.example/"},
+      {"", ""},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.url);
+    CHECK(redact_url(r.url) == r.shown);
+  }
+}
+
+TEST_CASE("url: redact_url never shows a secret and is bounded, whatever the input") {
+  const std::string secret = "s3cretpassw0rd";
+  const std::string inputs[] = {
+      "https://admin:" + secret + "@hooks.example.com/in",
+      "https://hooks.example.com/in?token=" + secret,
+      "https://hooks.example.com/in#" + secret,
+      "https://admin:" + secret + "@hooks.example.com:99999/in?token=" + secret,
+      "https://" + std::string(100 * 1024, 'a') + ":" + secret + "@h/",
+      "https://admin:" + secret + "@" + std::string(100 * 1024, 'h') + "/?token=" + secret,
+      "https://hooks.example.com/" + std::string(100 * 1024, 'p') + "?token=" + secret,
+  };
+  for (const auto& in : inputs) {
+    CAPTURE(in.substr(0, 80));
+    const auto shown = redact_url(in);
+    CHECK(shown.find(secret) == std::string::npos);
+    CHECK(shown.find("admin") == std::string::npos);
+    CHECK(shown.size() <= max_shown_url);
+    CHECK(shown.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos);
+  }
+  // A 100 KB URL is shown as its first max_shown_url characters, ending in "...".
+  const auto long_url = "https://hooks.example.com/" + std::string(100 * 1024, 'p');
+  const auto shown = redact_url(long_url);
+  CHECK(shown.size() == max_shown_url);
+  CHECK(shown.starts_with("https://hooks.example.com/ppp"));
+  CHECK(shown.ends_with("..."));
+}
+
+TEST_CASE("url: cap_text keeps short texts and cuts long ones on a UTF-8 boundary") {
+  CHECK(cap_text("short") == "short");
+  CHECK(cap_text(std::string(max_error_text, 'x')) == std::string(max_error_text, 'x'));
+  const auto cut = cap_text(std::string(100 * 1024, 'x'));
+  CHECK(cut.size() == max_error_text);
+  CHECK(cut.ends_with("..."));
+  // "é" is two bytes: a cut that would split it backs up before it.
+  CHECK(cap_text("ab\xc3\xa9zzzz", 6) == "ab...");
+  CHECK(cap_text("abc\xc3\xa9zzzz", 6) == "abc...");
+  CHECK(cap_text("abcdef", 2) == "..");
+}
