@@ -299,6 +299,7 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
 }
 
 void dispatcher::removal_streamed(std::optional<std::int64_t> endpoint_id, std::uint32_t xid, lsn_tracker::ticket ticket) {
+  log::info("endpoint.removal_streamed", {{"endpoint_id", endpoint_id.value_or(0)}, {"xid", static_cast<std::uint64_t>(xid)}});
   tracker_.hold(ticket);
   store_.enqueue(sql::removal_streamed{endpoint_id, xid}, [this, ticket] {
     tracker_.release(ticket);

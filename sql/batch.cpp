@@ -58,11 +58,17 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   std::map<std::pair<std::string, std::string>, lsn> latest_progress;
   std::vector<const removal_streamed*> removals;
   // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
-  // newest (last queued: commit order) is written.
+  // newest event is written — by commit LSN, since failures of attempts that ran at the same
+  // time are queued in the order the attempts ended, not in commit order; queue order breaks ties.
   std::map<std::pair<std::int64_t, std::string>, std::size_t> newest_by_key;
-  for (std::size_t i = 0; i < writes.size(); ++i)
-    if (const auto* u = std::get_if<upsert_delivery>(&writes[i]); u && is_mergeable(*u))
-      newest_by_key[{u->endpoint_id, *u->merge_key}] = i;
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    const auto* u = std::get_if<upsert_delivery>(&writes[i]);
+    if (!u || !is_mergeable(*u)) continue;
+    auto [it, fresh] = newest_by_key.try_emplace({u->endpoint_id, *u->merge_key}, i);
+    if (fresh) continue;
+    const auto& held = std::get<upsert_delivery>(writes[it->second]);
+    if (!u->commit_lsn.valid() || !held.commit_lsn.valid() || u->commit_lsn >= held.commit_lsn) it->second = i;
+  }
 
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const auto ord = static_cast<std::int64_t>(i);

@@ -90,7 +90,13 @@ TEST_CASE("an endpoint removed by plain SQL (DELETE, TRUNCATE … RESTART IDENTI
   auto own = s.publish("globex", "x");
   REQUIRE(test::eventually([&] { return !s.received("/globex").empty(); }, 20s));
   // walhook streamed both removals: the copies it kept for replays are gone.
-  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  bool forgotten = test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s);
+  if (!forgotten) {
+    MESSAGE(s.value("SELECT string_agg(id || ' xid ' || removed_xid || ' ' || (removed_xid::text::numeric % 4294967296), '; ') "
+                    "FROM walhook.endpoints_removed"));
+    MESSAGE(w->log());
+  }
+  REQUIRE(forgotten);
   stop(w);
   // After a restart, nothing of acme's reaches globex's endpoint: only its own event, once.
   w = s.start();
@@ -159,10 +165,16 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
   std::string newest;
   for (int i = 0; i < 5; ++i) newest = s.publish("t", "x", key);
   // One pending row holds the key: the newest event (merge), not five, and no write refused.
-  REQUIRE(test::eventually([&] {
+  bool merged = (test::eventually([&] {
     pg::params p{newest};
     return s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending' AND event_id = $1", p) == "1";
   }, 20s));
+  if (!merged) {
+    MESSAGE(s.value("SELECT string_agg(status || ' ' || event_id || ' ' || coalesce(last_error, '-') || ' ' || merged_count, E'\\n') FROM walhook.deliveries"));
+    MESSAGE(newest);
+    MESSAGE(w->log());
+  }
+  REQUIRE(merged);
   CHECK(test::eventually([&] { return s.count("status = 'pending'") == "1"; }, 10s));
   CHECK(s.count("status = 'dead'") == "0");
   stop(w);

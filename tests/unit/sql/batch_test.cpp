@@ -111,6 +111,20 @@ TEST_CASE("build_batch: pending upserts with one (endpoint, merge key) merge int
   CHECK(rows_of(st[0], "event_id") == std::vector<std::string>{"fact", "other endpoint", "new", "dead one"});
 }
 
+TEST_CASE("build_batch: within a batch the newest event by commit LSN wins, whatever order the failures came in") {
+  // Attempts of one entity's updates ran at the same time; the newest one's failure was queued first.
+  auto newest = pending(1, "newest", "k");
+  newest.commit_lsn = lsn{0x3000};
+  auto older = pending(1, "older", "k");
+  older.commit_lsn = lsn{0x2000};
+  auto oldest = pending(1, "oldest", "k");
+  oldest.commit_lsn = lsn{0x1000};
+  std::vector<sql::write> w{newest, oldest, older};
+  auto st = build_batch(w);
+  REQUIRE(st.size() == 1);
+  CHECK(rows_of(st[0], "event_id") == std::vector<std::string>{"newest"});
+}
+
 TEST_CASE("build_batch: the last health write per endpoint wins and brings its disable; progress keeps the highest") {
   std::vector<sql::write> w;
   auto h1 = health(5, 1);
