@@ -138,10 +138,11 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   if (any_update) out.push_back({std::string(statements::update_deliveries), {updates.take()}});
   if (!latest_health.empty()) out.push_back({std::string(statements::write_health), {health.take()}});
   if (disable.size() > 2) out.push_back({std::string(statements::disable_endpoints), {disable}});
-  for (const auto* r : removals)
-    out.push_back({std::string(statements::forget_removed_endpoint),
-                   {r->endpoint_id ? std::optional<std::string>(std::to_string(*r->endpoint_id)) : std::nullopt,
-                    std::to_string(r->xid)}});
+  for (const auto* r : removals) {
+    auto id = r->endpoint_id ? std::optional<std::string>(std::to_string(*r->endpoint_id)) : std::nullopt;
+    out.push_back({std::string(statements::await_removal), {id}});
+    out.push_back({std::string(statements::forget_removed_endpoint), {id, std::to_string(r->xid)}});
+  }
   for (const auto& [key, position] : latest_progress)
     out.push_back({std::string(statements::record_progress), {key.first, key.second, position.to_string()}});
   return out;

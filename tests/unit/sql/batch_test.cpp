@@ -170,10 +170,14 @@ TEST_CASE("statements: every embedded statement is there, non-empty") {
 TEST_CASE("build_batch: a streamed removal forgets the copy of the endpoint (or all of them), by xid") {
   std::vector<sql::write> w{removal_streamed{7, 1234}, removal_streamed{std::nullopt, 99}};
   auto st = build_batch(w);
-  REQUIRE(st.size() == 2);
-  CHECK(st[0].sql.find("DELETE FROM walhook.endpoints_removed") != std::string::npos);
-  CHECK(st[0].args == pg::params{std::string("7"), std::string("1234")});
-  CHECK(st[1].args == pg::params{std::nullopt, std::string("99")});
+  // Each: wait until the removing transaction is visible to everyone, then forget its copy.
+  REQUIRE(st.size() == 4);
+  CHECK(st[0].sql == statements::await_removal);
+  CHECK(st[0].args == pg::params{std::string("7")});
+  CHECK(st[1].sql.find("DELETE FROM walhook.endpoints_removed") != std::string::npos);
+  CHECK(st[1].args == pg::params{std::string("7"), std::string("1234")});
+  CHECK(st[2].args == pg::params{std::nullopt});
+  CHECK(st[3].args == pg::params{std::nullopt, std::string("99")});
 }
 
 TEST_CASE("build_batch: due times and pauses travel as delays, never as walhook's clock") {
