@@ -324,3 +324,28 @@ std::pair<unsigned, std::string> http_get(unsigned short port, const std::string
 }
 
 }  // namespace walhook::test
+
+namespace walhook::test {
+
+scenario::scenario(const std::string& slot_name) : slot(slot_name), url(fresh_database(slot_name)), db(url) {}
+
+std::string scenario::value(const std::string& sql, const pg::params& p) { return query_value(db, sql, p); }
+
+bool scenario::streaming() {
+  pg::params p{slot};
+  return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+}
+
+bool scenario::acknowledged(const std::string& lsn) {
+  pg::params p{slot, lsn};
+  return value("SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+}
+
+std::vector<relay::received_request> scenario::received(const std::string& path, unsigned status) {
+  std::vector<relay::received_request> out;
+  for (auto& r : rcv->requests())
+    if (r.path == path && (status == 0 || r.status == status)) out.push_back(r);
+  return out;
+}
+
+}  // namespace walhook::test

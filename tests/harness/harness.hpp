@@ -152,3 +152,26 @@ namespace walhook::test {
 /// GET http://127.0.0.1:<port><path> (blocking, 5 s); returns {status, body}, status 0 on failure.
 std::pair<unsigned, std::string> http_get(unsigned short port, const std::string& path);
 }  // namespace walhook::test
+
+namespace walhook::test {
+
+/// What most integration tests start with: a fresh migrated database with its own slot, a
+/// connection to it, and a receiver.
+struct scenario {
+  explicit scenario(const std::string& slot_name);
+  std::string slot;
+  std::string url;
+  relay::blocking_db db;
+  receiver_thread rcv;
+
+  /// The first column of the first row of `sql` ("" if none).
+  std::string value(const std::string& sql, const pg::params& p = {});
+  /// True while a walhook streams the slot.
+  bool streaming();
+  /// The slot's confirmed position has reached `lsn` (text).
+  bool acknowledged(const std::string& lsn);
+  /// Requests the receiver got on `path` answered with `status` (0: any).
+  std::vector<relay::received_request> received(const std::string& path, unsigned status = 200);
+};
+
+}  // namespace walhook::test

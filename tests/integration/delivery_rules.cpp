@@ -21,28 +21,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct setup {
-  explicit setup(const std::string& slot) : slot(slot), url(test::fresh_database(slot)), db(url) {}
-  std::string slot;
-  std::string url;
-  relay::blocking_db db;
-  test::receiver_thread rcv;
-
-  std::string value(const std::string& sql, const pg::params& p = {}) { return test::query_value(db, sql, p); }
-  bool streaming() {
-    pg::params p{slot};
-    return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
-  }
+struct setup : test::scenario {
+  using scenario::scenario;
   std::string publish(const std::string& tenant, const std::string& type, const std::string& data,
                       const std::optional<std::string>& merge_key = {}, const std::optional<std::string>& aggregate = {}) {
     pg::params p{tenant, type, data, merge_key, aggregate};
     return value("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)", p);
-  }
-  std::vector<relay::received_request> received(const std::string& path, unsigned status = 200) {
-    std::vector<relay::received_request> out;
-    for (auto& r : rcv->requests())
-      if (r.path == path && (status == 0 || r.status == status)) out.push_back(r);
-    return out;
   }
   int walhook_cli(const std::vector<std::string>& args) {
     std::string out;

@@ -19,39 +19,18 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct setup {
-  explicit setup(const std::string& slot) : slot(slot), url(test::fresh_database(slot)), db(url) {}
-  std::string slot;
-  std::string url;
-  relay::blocking_db db;
-  test::receiver_thread rcv;
-
-  std::string value(const std::string& sql, const pg::params& p = {}) { return test::query_value(db, sql, p); }
+struct setup : test::scenario {
+  using scenario::scenario;
   std::string count(const std::string& where) { return value("SELECT count(*) FROM walhook.deliveries WHERE " + where); }
-  bool streaming() {
-    pg::params p{slot};
-    return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
-  }
   std::string publish(const std::string& tenant, const std::string& type, const std::optional<std::string>& merge_key = {}) {
     pg::params p{tenant, type, merge_key};
     return value("SELECT walhook.publish($1, $2, '{}'::jsonb, merge_key => $3)", p);
-  }
-  std::vector<relay::received_request> received(const std::string& path, unsigned status = 200) {
-    std::vector<relay::received_request> out;
-    for (auto& r : rcv->requests())
-      if (r.path == path && (status == 0 || r.status == status)) out.push_back(r);
-    return out;
   }
   std::unique_ptr<test::walhook_process> start(std::vector<std::string> extra = {}) {
     auto w = std::make_unique<test::walhook_process>(test::run_args(url, slot, std::move(extra)));
     w->start();
     REQUIRE(test::eventually([&] { return streaming(); }, 20s));
     return w;
-  }
-  /// The slot's confirmed position has reached `lsn` (text).
-  bool acknowledged(const std::string& lsn) {
-    pg::params p{slot, lsn};
-    return value("SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
   }
 };
 
