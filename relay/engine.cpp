@@ -145,6 +145,16 @@ struct engine::impl {
   }
   std::string start_step;  ///< what start_session() is reading from the database, "" once streaming
 
+  /// walhook.endpoints as of the slot's position (removed endpoints whose removal the slot has not
+  /// streamed yet included) into the directory.
+  asio::awaitable<error_code> load_endpoints() {
+    auto table = co_await store.load_endpoints();
+    if (!table) co_return table.error();
+    for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
+      deliveries.endpoint_changed(c);
+    co_return error_code{};
+  }
+
   /// Everything a session needs from the database, then START_REPLICATION.
   asio::awaitable<error_code> start_session() {
     deliveries.end_session();
@@ -157,10 +167,7 @@ struct engine::impl {
     if (!reset) co_return reset.error();
     if (*reset > 0) log::info("deliveries.sending_reset", {{"rows", static_cast<std::int64_t>(*reset)}});
     start_step = "load endpoints";
-    auto table = co_await store.load_endpoints();
-    if (!table) co_return table.error();
-    for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
-      deliveries.endpoint_changed(c);
+    if (auto ec = co_await load_endpoints()) co_return ec;
     start_step = "load endpoint health";
     auto health = co_await store.load_health();
     if (!health) co_return health.error();
@@ -201,10 +208,7 @@ struct engine::impl {
       (void)co_await store.clear_progress(options.slot);
       // Removals before the new slot's start are never streamed: their copies go, and the
       // endpoints are read again without them.
-      if (!co_await store.clear_removed_endpoints())
-        if (auto table = co_await store.load_endpoints())
-          for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
-            deliveries.endpoint_changed(c);
+      if (!co_await store.clear_removed_endpoints()) (void)co_await load_endpoints();
       log::warn("replication.slot_created", {{"slot", options.slot},
                                              {"note", "the slot did not exist: events committed before this moment "
                                                       "are not in it (walhook migrate creates it ahead of time)"}});
