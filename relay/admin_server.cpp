@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include <list>
+
 namespace walhook::relay {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -72,6 +74,29 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   engine& eng;
   task_group tasks;  ///< the accept loop and every connection's session
   std::size_t sessions = 0;  ///< admin connections open now, ≤ max_admin_connections
+  /// Each session's connection and whether it waits idle for a request (and since when).
+  struct session_state {
+    beast::tcp_stream* stream = nullptr;
+    bool idle = true;
+    std::chrono::steady_clock::time_point idle_since{};
+  };
+  std::list<session_state> registry;
+
+  /// At the cap: closes the connection idle longest (for admin_idle_evict_after at least, so a
+  /// fresh connection gets to send its request); false if none is.
+  bool evict_idle() {
+    const auto now = std::chrono::steady_clock::now();
+    session_state* oldest = nullptr;
+    for (auto& s : registry)
+      if (s.idle && s.stream && now - s.idle_since >= admin_idle_evict_after &&
+          (!oldest || s.idle_since < oldest->idle_since))
+        oldest = &s;
+    if (!oldest) return false;
+    boost::system::error_code ignored;
+    oldest->stream->socket().close(ignored);
+    oldest->stream = nullptr;  // its session ends on its own; never closed twice
+    return true;
+  }
 
   /// Ends the accept loop's wait early (a session ended, or stop()).
   void notify() { wake.cancel(); }
@@ -81,9 +106,12 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
     std::chrono::milliseconds backoff{0};
     for (;;) {
       if (sessions >= max_admin_connections) {
-        // At the cap: stop accepting until a session ends. Further connections wait in the
-        // kernel's backlog and hold none of walhook's descriptors meanwhile.
-        wake.expires_at(asio::steady_timer::time_point::max());
+        // At the cap: the longest-idle connection makes room (its session ends at once); if all
+        // are busy, stop accepting until one ends. Further connections wait in the kernel's
+        // backlog and hold none of walhook's descriptors meanwhile.
+        // A session may become evictable while we wait: look again every admin_idle_evict_after.
+        evict_idle();
+        wake.expires_after(admin_idle_evict_after);
         co_await wake.async_wait(tuple_awaitable);
         if (!acceptor.is_open()) co_return;
         continue;
@@ -121,11 +149,27 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         server.notify();
       }
     } slot{*this};
+    registry.push_back({&stream, true, std::chrono::steady_clock::now()});
+    auto me = std::prev(registry.end());
+    struct unregister {
+      std::list<session_state>& registry;
+      std::list<session_state>::iterator me;
+      ~unregister() { registry.erase(me); }
+    } forget{registry, me};
     beast::flat_buffer buffer;
     for (;;) {
       // The whole request (and the idle wait before it) within the read deadline: a client
-      // that sends nothing, or drips, holds its slot this long at most.
+      // that sends nothing, or drips, holds its slot this long at most. While no byte of the
+      // next request has come, the connection is idle and may be closed to make room.
       stream.expires_after(admin_read_deadline);
+      if (buffer.size() == 0) {
+        me->idle = true;
+        me->idle_since = std::chrono::steady_clock::now();
+        auto [rec, rn] = co_await stream.async_read_some(buffer.prepare(4096), tuple_awaitable);
+        if (rec || !me->stream) co_return;
+        buffer.commit(rn);
+      }
+      me->idle = false;
       http::request<http::string_body> req;
       auto [ec, n] = co_await http::async_read(stream, buffer, req, tuple_awaitable);
       if (ec) co_return;

@@ -5,9 +5,10 @@
 //   GET /readyz   200 while this instance streams the slot, 503 otherwise (standby, reconnecting)
 //
 // Bounded so it can never take what deliveries need (issue 9): at most max_admin_connections
-// at once (beyond, it stops accepting until one ends: further connections wait in the
-// kernel's backlog); each request must arrive within admin_read_deadline (also the idle
-// keep-alive limit); when accept(2) fails (EMFILE, ENFILE, ENOBUFS, ENOMEM) it waits 100 ms,
+// at once. At the cap the connection idle longest (no request bytes since its last response)
+// is closed to make room, so a probe never waits behind idle connections; if none is idle it
+// stops accepting until one ends (further connections wait in the kernel's backlog). Each
+// request must arrive within admin_read_deadline (also the idle keep-alive limit); when accept(2) fails (EMFILE, ENFILE, ENOBUFS, ENOMEM) it waits 100 ms,
 // doubling to 1 s, before accepting again, and logs admin.accept_failed.
 
 #include <boost/asio/any_io_executor.hpp>
@@ -25,6 +26,8 @@ class engine;
 inline constexpr std::size_t max_admin_connections = 64;
 /// A request (or the idle wait before it) and a response write must each finish within this.
 inline constexpr std::chrono::seconds admin_read_deadline{10};
+/// At the cap, a connection idle (no request bytes) this long may be closed to make room.
+inline constexpr std::chrono::milliseconds admin_idle_evict_after{250};
 /// Backoff of the accept loop after a failed accept(2): first wait, and the longest.
 inline constexpr std::chrono::milliseconds accept_backoff_min{100};
 inline constexpr std::chrono::milliseconds accept_backoff_max{1000};

@@ -47,6 +47,8 @@ admission admit(const delivery::job& j, const endpoint* ep, const delivery::brea
   if (j.ev->body.size() > policy.max_payload_bytes)
     return write(dead_record(
         j, fmt::format("request body of {} bytes exceeds the limit of {} bytes", j.ev->body.size(), policy.max_payload_bytes)));
+  // Removed in the stream: one attempt for the work routed before the removal, whatever its state.
+  if (ep->retired) return {fate::queue, {}};
   if (ep->status != endpoint_status::active)
     return write(spill_record(j, now, std::nullopt, "endpoint " + std::string(to_string(ep->status))));
   if (delivery::mode(health, now) == delivery::breaker_mode::paused)
@@ -101,6 +103,12 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
       break;
   }
   d.last_error = outcome.error;
+  if (ep.retired) {  // removed: no retry, no breaker (it has no health any more)
+    d.result = verdict::dead;
+    d.what = fate::write;
+    d.record = attempted(sql::delivery_status::dead, attempts, std::nullopt, now, status, "endpoint removed: " + outcome.error);
+    return d;
+  }
   // The event's age bounds its retries (max_age); a created_at far outside the clock's range is
   // clamped, never cast with overflow.
   std::optional<sys_time> created_at;

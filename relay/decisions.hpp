@@ -51,6 +51,7 @@ struct admission {
 ///   another tenant's endpoint → dead (an id reused after TRUNCATE … RESTART IDENTITY, a moved endpoint)
 ///   URL or secret unusable   → dead with the endpoint's config error
 ///   body > max_payload_bytes → dead
+///   retired (removed in the stream) → queue: one attempt for work routed before the removal
 ///   paused/disabled (status) → pending, "endpoint paused|disabled"
 ///   breaker open             → pending until paused_until
 ///   lane table (stream job)  → pending; lane backlog + merge key or aggregate order → pending
@@ -92,7 +93,7 @@ struct decision {
 
 /// Decides the outcome of one attempt (DESIGN §7): 2xx → delivered (written only for persisted
 /// jobs or --record=all; the breaker closes); 410 → dead and the endpoint disabled; 413 → dead;
-/// anything else → retry with backoff and jitter (`unit_random` ∈ [0, 1)), floored by
+/// anything else → retry with backoff and jitter (a retired endpoint's: dead, "endpoint removed: …") (`unit_random` ∈ [0, 1)), floored by
 /// Retry-After (which also pauses the endpoint), or dead after max_attempts / max_age; the
 /// breaker counts the failure and may pause or disable the endpoint.
 decision decide(const delivery::job& j, const endpoint& ep, const delivery::breaker_state& breaker,

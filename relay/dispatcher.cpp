@@ -215,7 +215,15 @@ void dispatcher::apply(job j, const decision& d) {
 void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason) {
   auto now = clock_.system_now();
   for (auto& j : sched_.drain(endpoint_id))
-    write(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
+    spill(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
+}
+
+void dispatcher::spill(job j, sql::delivery_outcome pending) {
+  // A removed endpoint's work is not kept for later: what it could not take in time ends here.
+  if (const endpoint* ep = directory_.find(j.endpoint_id); ep && ep->retired)
+    pending = {sql::delivery_status::dead, j.attempts, std::nullopt, std::nullopt, std::nullopt,
+               "endpoint removed before this delivery could be attempted (it did not keep up)"};
+  write(std::move(j), std::move(pending));
 }
 
 void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
@@ -298,13 +306,34 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
   }
 }
 
-void dispatcher::removal_streamed(std::optional<std::int64_t> endpoint_id, std::uint32_t xid, lsn_tracker::ticket ticket) {
-  log::info("endpoint.removal_streamed", {{"endpoint_id", endpoint_id.value_or(0)}, {"xid", static_cast<std::uint64_t>(xid)}});
+void dispatcher::removal_streamed(std::vector<std::int64_t> ids, std::optional<std::int64_t> endpoint_id,
+                                  std::uint32_t xid, lsn_tracker::ticket ticket) {
   tracker_.hold(ticket);
-  store_.enqueue(sql::removal_streamed{endpoint_id, xid}, [this, ticket] {
-    tracker_.release(ticket);
-    if (hooks_.released) hooks_.released();
-  });
+  std::erase_if(ids, [&](std::int64_t id) { return !directory_.retire(id); });
+  for (auto id : ids) backlog_.forget(id);  // no claims for it: its rows were ended by the removal
+  log::info("endpoint.removal_streamed", {{"endpoint_id", endpoint_id.value_or(0)},
+                                          {"endpoints", static_cast<std::uint64_t>(ids.size())},
+                                          {"xid", static_cast<std::uint64_t>(xid)}});
+  removals_.push_back({std::move(ids), endpoint_id, xid, ticket});
+  finish_removals();
+}
+
+void dispatcher::finish_removals() {
+  // In stream order: a removal waits for the ones before it.
+  while (!removals_.empty()) {
+    auto& r = removals_.front();
+    for (auto id : r.ids)
+      if (sched_.queued(id) > 0 || sched_.in_flight(id) > 0) return;
+    for (auto id : r.ids)
+      if (const endpoint* ep = directory_.find(id); ep && ep->retired)
+        if (auto c = directory_.remove(id)) endpoint_changed(*c);
+    // After every write of their work (one queue, in order): the copies go, stray rows end.
+    store_.enqueue(sql::removal_streamed{r.endpoint_id, r.xid}, [this, ticket = r.ticket] {
+      tracker_.release(ticket);
+      if (hooks_.released) hooks_.released();
+    });
+    removals_.erase(removals_.begin());
+  }
 }
 
 void dispatcher::wake(std::int64_t endpoint_id, bool resume) {
@@ -322,6 +351,7 @@ void dispatcher::start_session(const std::vector<std::int64_t>& with_rows) {
 
 void dispatcher::end_session() {
   active_ = false;
+  removals_.clear();  // not acknowledged: the next session streams them again
   auto now = clock_.system_now();
   for (auto& j : sched_.drain_all())
     if (j.row_id) write(j, spill_record(j, now));  // claimed rows go back; stream jobs are streamed again
@@ -371,6 +401,7 @@ endpoint_load dispatcher::load_of(std::int64_t id) const {
 
 void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took) {
   if (took) backlog_.attempt_finished(endpoint_id, *took);
+  if (!removals_.empty()) finish_removals();
   if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id), now) > 0)
     claims_wake_.notify();
   if (hooks_.room) hooks_.room();
@@ -487,16 +518,17 @@ void dispatcher::sweep() {
                                      {"note", "every attempt runs past the hold bound: new deliveries go through PostgreSQL"}});
     if (ordered(id)) spill_queue(id, std::nullopt, {});
     else
-      for (auto& j : sched_.take_holding(id)) write(j, spill_record(j, sys_now));
+      for (auto& j : sched_.take_holding(id)) spill(j, spill_record(j, sys_now));
   }
   // Deliveries that waited too long in memory go to PostgreSQL so the slot can move on.
   std::unordered_set<std::int64_t> whole;
   for (auto& j : sched_.take_waiting_since(now - options_.max_wait_in_memory)) {
     backlog_.use_table(j.endpoint_id);
     if (ordered(j.endpoint_id)) whole.insert(j.endpoint_id);
-    write(j, spill_record(j, sys_now));
+    spill(j, spill_record(j, sys_now));
   }
   for (auto id : whole) spill_queue(id, std::nullopt, {});
+  if (!removals_.empty()) finish_removals();
   if (hooks_.room && sched_.full_endpoints().empty()) hooks_.room();
 }
 
@@ -517,7 +549,7 @@ asio::awaitable<std::chrono::steady_clock::time_point> dispatcher::claim_round()
   if (events_.bytes() >= options_.max_queued_bytes / 2) global_room = 0;  // and half of the byte budget
   for (std::int64_t id : backlog_.endpoints()) {
     const endpoint* ep = directory_.find(id);
-    if (!ep || ep->status != endpoint_status::active || !ep->config_error.empty()) continue;
+    if (!ep || ep->retired || ep->status != endpoint_status::active || !ep->config_error.empty()) continue;
     auto health = directory_.health(id);
     if (delivery::mode(health, now_sys) == delivery::breaker_mode::paused) {
       next_wake = std::min(next_wake, now + std::chrono::duration_cast<steady_time::duration>(*health.paused_until - now_sys));

@@ -102,10 +102,14 @@ class dispatcher {
   /// leaves memory if it stopped being active, its connections are dropped if its URL changed,
   /// its pending rows are looked for if it became active.
   void endpoint_changed(const endpoint_change& c);
-  /// The stream carried the removal of an endpoint (a Delete; a Truncate when `endpoint_id` is
-  /// empty) in transaction `xid`: the copy kept for replays is forgotten, holding `ticket` (the
-  /// transaction's) until that is durable.
-  void removal_streamed(std::optional<std::int64_t> endpoint_id, std::uint32_t xid, lsn_tracker::ticket ticket);
+  /// The stream carried the removal of endpoints `ids` (a Delete or a changed id: `endpoint_id`;
+  /// a Truncate: empty) in transaction `xid`, which holds `ticket`. They are retired: nothing new
+  /// is routed to them, and the work routed before gets one attempt each. Once that work is done
+  /// in memory, they leave the directory and walhook.endpoints_removed forgets their copies (and
+  /// ends any delivery row of theirs still pending); the ticket goes once that is durable — until
+  /// then a crash replays the events and the removal, with the copies still there.
+  void removal_streamed(std::vector<std::int64_t> ids, std::optional<std::int64_t> endpoint_id, std::uint32_t xid,
+                        lsn_tracker::ticket ticket);
   /// An operator's signal (`walhook replay`, `endpoint resume|enable`): look for the endpoint's
   /// pending rows; `resume` also closes its breaker.
   void wake(std::int64_t endpoint_id, bool resume);
@@ -167,6 +171,8 @@ class dispatcher {
   void write(delivery::job j, sql::delivery_outcome record);
   void release(delivery::job& j);
   void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason);
+  /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
+  void spill(delivery::job j, sql::delivery_outcome pending);
   void mark_sending(const std::shared_ptr<running>& r);
 
   void admit_job(delivery::job j);
@@ -177,6 +183,7 @@ class dispatcher {
   void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
   void own(const sql::delivery_key& k);
   void disown(const sql::delivery_key& k);
+  void finish_removals();
   boost::asio::awaitable<void> sweep_loop();
   boost::asio::awaitable<void> claim_loop();
 
@@ -201,6 +208,13 @@ class dispatcher {
   dispatcher_stats stats_;
   bool active_ = false;
   bool stopping_ = false;  ///< begin_stop() was called
+  struct removal {
+    std::vector<std::int64_t> ids;             ///< retired endpoints whose work is finishing
+    std::optional<std::int64_t> endpoint_id;   ///< empty: a Truncate
+    std::uint32_t xid = 0;
+    lsn_tracker::ticket ticket = 0;
+  };
+  std::vector<removal> removals_;  ///< streamed removals not yet written, in stream order
 };
 
 }  // namespace walhook::relay

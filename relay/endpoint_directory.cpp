@@ -53,11 +53,13 @@ std::optional<endpoint_change> endpoint_directory::remove(std::int64_t id) {
   return c;
 }
 
-std::vector<endpoint_change> endpoint_directory::clear() {
-  std::vector<endpoint_change> out;
-  for (auto id : ids())
-    if (auto c = remove(id)) out.push_back(*c);
-  return out;
+bool endpoint_directory::retire(std::int64_t id) {
+  auto it = endpoints_.find(id);
+  if (it == endpoints_.end()) return false;
+  unindex(it->second);
+  it->second.retired = true;
+  health_.erase(id);
+  return true;
 }
 
 std::vector<endpoint_change> endpoint_directory::replace_all(std::vector<endpoint> all) {

@@ -32,10 +32,11 @@ class endpoint_directory {
  public:
   /// Adds or replaces an endpoint (an Insert or Update of walhook.endpoints).
   endpoint_change apply(endpoint e);
-  /// Removes one (a Delete); nullopt if it was not known.
+  /// Removes one (session start: not in the table any more); nullopt if it was not known.
   std::optional<endpoint_change> remove(std::int64_t id);
-  /// Removes all (a Truncate).
-  std::vector<endpoint_change> clear();
+  /// A removal read from the stream: the endpoint stays findable for the work routed to it
+  /// before, but route() no longer returns it and its breaker state goes. False if not known.
+  bool retire(std::int64_t id);
   /// The whole table read at session start: applies each row, removes the endpoints not in it.
   std::vector<endpoint_change> replace_all(std::vector<endpoint> all);
 

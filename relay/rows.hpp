@@ -57,6 +57,9 @@ struct endpoint {
   endpoint_status status = endpoint_status::active;
   bool aggregate_ordering = false;
   std::string config_error;  ///< non-empty: URL or secret unusable
+  /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
+  /// work routed before the removal gets one attempt each — a failure ends dead, never retried.
+  bool retired = false;
 
   bool subscribed(std::string_view event_type) const;
 };

@@ -83,12 +83,8 @@ void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row
   deliveries_.endpoint_changed(directory_.apply(std::move(*e)));
 }
 
-void stream_handler::remove_endpoint(const row_view& row, bool streamed_removal) {
-  auto id = endpoint_id_of(row);
-  if (!id) return;
-  if (auto c = directory_.remove(*id)) deliveries_.endpoint_changed(*c);
-  // A Delete: the copy kept for replays (walhook.endpoints_removed) has served.
-  if (streamed_removal) deliveries_.removal_streamed(*id, current_xid_, current_ticket_);
+void stream_handler::remove_endpoint(const row_view& row) {
+  if (auto id = endpoint_id_of(row)) deliveries_.removal_streamed({*id}, *id, current_xid_, current_ticket_);
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
@@ -129,7 +125,7 @@ boost::system::error_code stream_handler::on_message(const pgo::update& m) {
   std::optional<row_view> old_row;
   if (old) old_row.emplace(*rel, *old);
   const row_view new_row(*rel, m.new_tuple);
-  if (old_row && endpoint_id_of(*old_row) != endpoint_id_of(new_row)) remove_endpoint(*old_row, false);
+  if (old_row && endpoint_id_of(*old_row) != endpoint_id_of(new_row)) remove_endpoint(*old_row);
   apply_endpoint(new_row, old_row ? &*old_row : nullptr);
   return {};
 }
@@ -137,16 +133,13 @@ boost::system::error_code stream_handler::on_message(const pgo::update& m) {
 boost::system::error_code stream_handler::on_message(const pgo::delete_& m) {
   const auto* rel = relations_.find(m.relation_oid);
   if (!rel) return wal::errc::unknown_relation;
-  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple), true);
+  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple));
   return {};
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::truncate& m) {
   for (auto oid : m.relation_oids)
-    if (oid == endpoints_oid_) {
-      for (const auto& c : directory_.clear()) deliveries_.endpoint_changed(c);
-      deliveries_.removal_streamed(std::nullopt, current_xid_, current_ticket_);
-    }
+    if (oid == endpoints_oid_) deliveries_.removal_streamed(directory_.ids(), std::nullopt, current_xid_, current_ticket_);
   return {};
 }
 

@@ -57,7 +57,7 @@ class stream_handler {
   error_code on_message(const wal::pgoutput::logical_message& m);
   void on_event(const row_view& row);
   void apply_endpoint(const row_view& row, const row_view* old_row = nullptr);
-  void remove_endpoint(const row_view& row, bool streamed_removal);
+  void remove_endpoint(const row_view& row);
 
   lsn_tracker& tracker_;
   endpoint_directory& directory_;

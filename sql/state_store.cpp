@@ -41,10 +41,12 @@ bool strip_free_text(write& w) {
 std::int64_t to_int64(std::string_view s) { return std::stoll(std::string(s)); }
 
 /// A refusal because of the data itself (SQLSTATE classes 22 data exception, 23 integrity
-/// constraint violation, 54 program limit exceeded — e.g. an index row too large): writing the
-/// same row again can never succeed.
+/// constraint violation, 54 program limit exceeded — e.g. an index row too large — and P0, a
+/// PL/pgSQL trigger's RAISE): writing the same row again can never succeed.
 bool is_data_error(const std::string& sqlstate) {
-  return sqlstate.starts_with("22") || sqlstate.starts_with("23") || sqlstate.starts_with("54");
+  // P0: raised by PL/pgSQL — an operator's trigger refusing the row (RAISE EXCEPTION is P0001).
+  return sqlstate.starts_with("22") || sqlstate.starts_with("23") || sqlstate.starts_with("54") ||
+         sqlstate.starts_with("P0");
 }
 
 /// Turns a delivery write the server refused for its data into the smallest dead record of that

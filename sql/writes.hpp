@@ -92,10 +92,11 @@ struct progress_write {
   lsn confirmed_lsn;
 };
 
-/// walhook streamed the removal (DELETE, or TRUNCATE when endpoint_id is empty) of an endpoint by
-/// the transaction `xid` (pgoutput Begin): the copy kept in walhook.endpoints_removed for
-/// replays is deleted. Holds the transaction's ticket until durable, so a crash replays the
-/// removal and the copy together.
+/// walhook streamed the removal (DELETE or a changed id; TRUNCATE when endpoint_id is empty) of an
+/// endpoint by the transaction `xid` (pgoutput Begin), and the work routed to it before is done:
+/// the copy kept in walhook.endpoints_removed for replays is deleted, and delivery rows of the
+/// removed endpoint still pending end dead. Holds the transaction's ticket until durable, so a
+/// crash replays the events, the removal and the copy together.
 struct removal_streamed {
   std::optional<std::int64_t> endpoint_id;
   std::uint32_t xid = 0;

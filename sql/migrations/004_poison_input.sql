@@ -44,7 +44,7 @@ BEGIN
 END
 $fn$;
 
--- 2. Endpoints removed by any means (DELETE, TRUNCATE, `walhook endpoint remove`).
+-- 2. Endpoints removed by any means (DELETE, TRUNCATE, `walhook endpoint remove`, a changed id).
 --
 -- Their undelivered work ends dead with the reason and their health row goes, so an id reused
 -- later (TRUNCATE … RESTART IDENTITY) starts clean. A copy of the removed row is kept until
@@ -72,7 +72,7 @@ CREATE INDEX endpoints_removed_id ON walhook.endpoints_removed (id, removal_id);
 CREATE FUNCTION walhook.endpoint_removed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, walhook AS $fn$
 BEGIN
-  IF TG_OP = 'DELETE' THEN
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN  -- a row removed, or its id changed
     INSERT INTO walhook.endpoints_removed (id, tenant_id, url, secret, event_types, max_concurrency, status, ordering)
     VALUES (OLD.id, OLD.tenant_id, OLD.url, OLD.secret, OLD.event_types, OLD.max_concurrency, OLD.status, OLD.ordering);
     UPDATE walhook.deliveries
@@ -94,6 +94,8 @@ END
 $fn$;
 CREATE TRIGGER endpoint_deleted AFTER DELETE ON walhook.endpoints
   FOR EACH ROW EXECUTE FUNCTION walhook.endpoint_removed();
+CREATE TRIGGER endpoint_id_changed AFTER UPDATE OF id ON walhook.endpoints
+  FOR EACH ROW WHEN (OLD.id IS DISTINCT FROM NEW.id) EXECUTE FUNCTION walhook.endpoint_removed();
 CREATE TRIGGER endpoints_truncated BEFORE TRUNCATE ON walhook.endpoints
   FOR EACH STATEMENT EXECUTE FUNCTION walhook.endpoint_removed();
 

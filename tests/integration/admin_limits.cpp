@@ -53,6 +53,11 @@ class client_socket {
   client_socket(const client_socket&) = delete;
   client_socket& operator=(const client_socket&) = delete;
 
+  /// The start of a request, never finished (a client busy sending, or a slowloris).
+  void send_partial() {
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    REQUIRE(::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  }
   void send_get(const std::string& path) {
     const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     REQUIRE(::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
@@ -143,15 +148,31 @@ TEST_CASE("admin listener: a connection cap, backoff when descriptors run out, d
   const auto settled = [&] { return test::eventually([&] { return open_fds(pid) <= base + 4; }, 15s); };
   MESSAGE("descriptors walhook has open at rest: " << base);
 
-  // (a) Beyond the cap a connection waits unaccepted, and is served once a slot frees up.
+  // (a) At the cap, idle connections make room: a probe is served at once, and walhook still
+  // holds no more than the cap.
   {
     auto idle = open_idle(port, admin_cap);
+    CHECK(test::eventually([&] { return open_fds(pid) >= base + admin_cap; }, 5s));
+    for (int i = 0; i < 3; ++i) {
+      client_socket probe(port);
+      probe.send_get("/healthz");
+      CHECK(probe.read_some(2s).starts_with("HTTP/1.1 200"));
+    }
+    CHECK(open_fds(pid) <= base + admin_cap + 2);
+  }
+  CHECK(settled());
+
+  // (a') When every slot is busy with a request, a connection waits unaccepted and is served once
+  // a slot frees up.
+  {
+    auto busy = open_idle(port, admin_cap);
+    for (auto& b : busy) b.send_partial();
     CHECK(test::eventually([&] { return open_fds(pid) >= base + admin_cap; }, 5s));
     client_socket probe(port);
     probe.send_get("/healthz");
     // Not served while every slot is held (before issue 9 it was: there was no cap).
     CHECK(probe.read_some(500ms).empty());
-    idle.pop_back();  // one session ends
+    busy.pop_back();  // one session ends
     CHECK(probe.read_some(5s).starts_with("HTTP/1.1 200"));
   }
   CHECK(settled());

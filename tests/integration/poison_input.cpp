@@ -281,3 +281,66 @@ TEST_CASE("a replayed endpoint UPDATE with unchanged TOASTed columns keeps the e
   stop(w);
   CHECK(w->count_in_log("invalid endpoint secret") == 0);
 }
+
+TEST_CASE("work routed before an endpoint's removal gets one attempt each; failures end dead; kill -9 loses nothing") {
+  setup s("retired");
+  relay::receiver_behaviour paced;
+  paced.delay = 5ms;  // it keeps up, but the stream reaches the DELETE while most events still wait
+  s.rcv->set_behaviour("/a", paced);
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/b", down);
+  auto a = test::add_endpoint(s.db, "A", s.rcv->url("/a"), delivery::generate_secret(), {}, 2);
+  auto b = test::add_endpoint(s.db, "B", s.rcv->url("/b"), delivery::generate_secret());
+  test::add_endpoint(s.db, "C", s.rcv->url("/c"), delivery::generate_secret());
+  // walhook is stopped (never started): 100 events for A, one for B, 2,000 for C, then A and B go.
+  std::set<std::string> for_a;
+  for (int i = 0; i < 100; ++i) for_a.insert(s.publish("A", "x"));
+  auto for_b = s.publish("B", "x");
+  s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 'C', 'x', '{}' FROM generate_series(1, 2000)");
+  s.db.exec(fmt::format("DELETE FROM walhook.endpoints WHERE id IN ({}, {})", a, b));
+  auto w = s.start();
+  // Every event committed before the removal reached A, once; B's one attempt failed: dead.
+  bool all_a = test::eventually([&] { return s.received("/a").size() == for_a.size(); }, 30s);
+  if (!all_a) {
+    MESSAGE(s.received("/a").size(), " ", s.received("/a", 0).size());
+    MESSAGE(s.value("SELECT string_agg(endpoint_id || ' ' || status || ' ' || coalesce(last_error,''), E'\\n') FROM walhook.deliveries"));
+    MESSAGE(w->log());
+  }
+  REQUIRE(all_a);
+  pg::params p{for_b};
+  std::string b_row;
+  CHECK(test::eventually([&] {
+    b_row = s.value("SELECT status || ': ' || last_error FROM walhook.deliveries WHERE event_id = $1", p);
+    return b_row.starts_with("dead: endpoint removed");
+  }, 30s));
+  MESSAGE("B: ", b_row);
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  CHECK(s.count("status IN ('pending', 'sending')") == "0");
+  CHECK(s.count(fmt::format("endpoint_id = {}", a)) == "0");  // A's deliveries all succeeded
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoint_health") == "0");
+  for (const auto& r : s.received("/a")) CHECK(for_a.contains(r.webhook_id));
+  CHECK(s.received("/b", 0).size() <= 3);  // retried only until the stream reached the removal
+  stop(w);
+
+  // kill -9 while a removed endpoint's attempt runs: after the restart it is attempted again.
+  relay::receiver_behaviour hanging;
+  hanging.delay = 1500ms;
+  hanging.status = 503;
+  s.rcv->set_behaviour("/k", hanging);
+  auto k = test::add_endpoint(s.db, "K", s.rcv->url("/k"), delivery::generate_secret());
+  w = s.start({"--max-hold-ms", "2000"});
+  auto for_k = s.publish("K", "x");
+  s.db.exec(fmt::format("DELETE FROM walhook.endpoints WHERE id = {}", k));
+  // The stream has read the removal; the attempt (1.5 s) is still running.
+  REQUIRE(test::eventually([&] { return w->count_in_log("endpoint.removal_streamed") == 1; }, 10s, 5ms));
+  w->kill9();
+  w = s.start();
+  pg::params pk{for_k};
+  REQUIRE(test::eventually([&] {
+    return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1", pk) == "dead";
+  }, 30s));
+  CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1", pk).starts_with("endpoint removed"));
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  stop(w);
+}

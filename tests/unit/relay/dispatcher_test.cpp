@@ -508,3 +508,42 @@ TEST_CASE("dispatcher: aggregate order — a sweep takes an ordered endpoint's q
   CHECK(f.store.queued_of<sql::upsert_delivery>().size() == 4);
   CHECK(f.transport.calls() == 1);
 }
+
+TEST_CASE("dispatcher: a removal streamed while work is queued — one attempt each, failures dead, the copy forgotten after") {
+  dispatcher_fixture f;
+  f.add_endpoint(1, 1);  // one at a time: the second delivery waits in the queue
+  f.add_endpoint(2);
+  auto first = f.transaction({1});
+  auto second = f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  // The stream reads the DELETE of endpoint 1 (transaction xid 77).
+  auto removal_ticket = f.tracker.begin();
+  f.d->removal_streamed({1}, 1, 77, removal_ticket);
+  f.tracker.commit(removal_ticket, lsn{0x2000000});
+  CHECK(f.directory.route("t", "order.paid") == std::vector<std::int64_t>{2});  // nothing new for it
+  CHECK(f.store.queued_of<sql::removal_streamed>().empty());  // its work is not done yet
+  f.transport.answer(0, 200);  // the first arrives
+  f.run();
+  REQUIRE(f.transport.calls() == 2);  // the queued one still gets its attempt
+  CHECK(f.store.queued_of<sql::removal_streamed>().empty());
+  f.transport.answer(1, 503);  // …which fails: dead, no retry, no health row
+  f.run();
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 1);
+  CHECK(upserts[0].outcome.status == sql::delivery_status::dead);
+  CHECK(upserts[0].outcome.last_error.value_or("").starts_with("endpoint removed: "));
+  CHECK(f.store.queued_of<sql::health_write>().empty());
+  // Now the copy goes, after the dead record (one queue, in order), and the endpoint leaves.
+  auto removals = f.store.queued_of<sql::removal_streamed>();
+  REQUIRE(removals.size() == 1);
+  CHECK(removals[0].endpoint_id == 1);
+  CHECK(removals[0].xid == 77);
+  CHECK(std::holds_alternative<sql::upsert_delivery>(f.store.queued.front().first));
+  CHECK(f.directory.find(1) == nullptr);
+  CHECK(f.tracker.confirmable() == first);  // the dead record and the removal are not durable yet
+  f.store.commit();
+  CHECK(f.tracker.confirmable() == lsn{0x2000000});
+  CHECK(f.transport.calls() == 2);
+  (void)second;
+}

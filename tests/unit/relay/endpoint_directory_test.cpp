@@ -78,9 +78,31 @@ TEST_CASE("endpoint_directory: replace_all removes what the table no longer has;
   CHECK(added == 1);
   CHECK(d.find(1) == nullptr);
   CHECK(d.size() == 2);
-  CHECK(d.clear().size() == 2);
+  CHECK(d.replace_all({}).size() == 2);
   CHECK(d.size() == 0);
   CHECK(d.route("t", "x").empty());
+}
+
+TEST_CASE("endpoint_directory: a retired endpoint is still found for its work, never routed, its breaker gone") {
+  endpoint_directory d;
+  d.apply(make(1, "t"));
+  d.apply(make(2, "t"));
+  delivery::breaker_state s;
+  s.consecutive_failures = 3;
+  d.set_health(1, s);
+  CHECK(d.retire(1));
+  CHECK_FALSE(d.retire(9));
+  REQUIRE(d.find(1) != nullptr);
+  CHECK(d.find(1)->retired);
+  CHECK(d.route("t", "x") == std::vector<std::int64_t>{2});
+  CHECK(d.health(1) == delivery::breaker_state{});
+  // Created again with the same id: a live endpoint again.
+  d.apply(make(1, "t"));
+  CHECK_FALSE(d.find(1)->retired);
+  CHECK(d.route("t", "x").size() == 2);
+  auto gone = d.remove(1);
+  REQUIRE(gone.has_value());
+  CHECK(gone->removed);
 }
 
 TEST_CASE("endpoint_directory: breaker state per endpoint, closed by default, reset on request") {
