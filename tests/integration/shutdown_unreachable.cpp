@@ -1,0 +1,85 @@
+// SIGTERM while walhook's writes cannot land (issue 9): PostgreSQL stopped, or the database
+// turned read-only. walhook gives up on what it could not write at the end of its grace period
+// (nothing is acknowledged past it, so the slot streams it again), exits 0, and frees
+// everything: scripts/test-sanitize runs this test with ASan/LSan, where a leak of the unwritten
+// writes (their durable callbacks hold deliveries and attempts) or any other finding makes
+// walhook exit non-zero.
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <csignal>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string tail(const std::string& log) { return log.size() > 8000 ? log.substr(log.size() - 8000) : log; }
+
+}  // namespace
+
+TEST_CASE("SIGTERM with PostgreSQL stopped: walhook gives up its unwritten writes, exits 0, leaks nothing") {
+  const std::string slot = "unreachable";
+  std::string url = test::fresh_database(slot);
+  test::receiver_thread rcv;
+  test::never_answer(rcv, "/hung");
+  {
+    relay::blocking_db db(url);
+    test::add_endpoint(db, "t", rcv->url("/ok"), delivery::generate_secret());
+    test::add_endpoint(db, "t", rcv->url("/hung"), delivery::generate_secret());
+  }
+  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
+  walhook.start();
+  INFO(tail(walhook.log()));  // evaluated on failure only
+  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000, .total = 300});
+  pub.start();
+  REQUIRE(pub.join(30s));
+  REQUIRE(test::eventually([&] { return rcv->total() >= 300; }, 30s));  // /ok has them all; /hung holds some
+
+  REQUIRE(test::cluster().stop("immediate"));
+  // The hung endpoint's work has nowhere to go: the writer cannot connect.
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("state_store.connect_failed") > 0; }, 30s));
+  walhook.signal(SIGTERM);
+  int code = walhook.wait(60s);
+  REQUIRE(test::cluster().start());
+  CHECK(walhook.count_in_log("state_store.stopped_with_backlog") == 1);
+  CHECK(walhook.count_in_log("shutdown.done") == 1);
+  CHECK(code == 0);
+}
+
+TEST_CASE("SIGTERM while every write fails (read-only database): thousands of writes given up, exits 0, leaks nothing") {
+  const std::string slot = "readonly_stop";
+  std::string url = test::fresh_database(slot);
+  test::receiver_thread rcv;
+  rcv->keep_bodies(false);
+  test::never_answer(rcv, "/hung");
+  relay::blocking_db db(url);
+  test::add_endpoint(db, "t", rcv->url("/ok"), delivery::generate_secret());
+  test::add_endpoint(db, "t", rcv->url("/hung"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
+  walhook.start();
+  INFO(tail(walhook.log()));  // evaluated on failure only
+  // Streaming first: starting a session writes too (it resets 'sending' rows).
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("replication.streaming") > 0; }, 20s));
+  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000,
+                       .events_per_transaction = 10, .total = 3000});
+  pub.start();
+  // The publisher's session is open before the database turns read-only; walhook's writer gets
+  // a new session, which is.
+  REQUIRE(test::eventually([&] { return pub.committed() > 100; }, 30s));
+  db.exec("ALTER DATABASE readonly_stop SET default_transaction_read_only = on");
+  db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          "WHERE application_name LIKE 'walhook-state%' AND datname = 'readonly_stop'");
+  REQUIRE(pub.join(30s));
+  // Writes fail (batch_failed; write_failed once the batch is retried one write at a time).
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("state_store.batch_failed") > 0; }, 30s));
+  walhook.signal(SIGTERM);
+  int code = walhook.wait(60s);
+  db.exec("ALTER DATABASE readonly_stop RESET default_transaction_read_only");
+  CHECK(walhook.count_in_log("state_store.stopped_with_backlog") == 1);
+  CHECK(code == 0);
+}
