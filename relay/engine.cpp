@@ -313,7 +313,13 @@ struct engine::impl {
     if (!stopping) deliveries.end_session();  // a stop spills the queue itself, then waits for attempts
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
-    co_await session_tasks.async_wait();
+    if (!co_await session_tasks.async_wait(clock.steady_now() + 1s)) {
+      // A read blocked on the server (a lock held by someone else) would hold us for up to
+      // statement_timeout: end it.
+      store.interrupt_reads();
+      session_tasks.emit(asio::cancellation_type::terminal);
+      co_await session_tasks.async_wait();
+    }
     // A walsender whose client neither reads nor closes holds a server shutdown for
     // wal_sender_timeout: close the replication connection now (a stop sends its final status first).
     if (!stopping) stream.close();
@@ -345,6 +351,7 @@ struct engine::impl {
     co_await stream.async_stop();
     store.stop(deadline);
     co_await background.async_wait(deadline + 1s);
+    store.interrupt_reads();  // a claim blocked by a lock must not hold the exit
     background.emit(asio::cancellation_type::terminal);
     co_await background.async_wait();
     lead.release();

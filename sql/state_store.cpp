@@ -8,6 +8,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <deque>
@@ -140,6 +141,9 @@ struct state_store::impl {
   /// (the server restarted while it was idle) is replaced once, at once.
   asio::awaitable<boost::system::result<pg::query_result>> read(std::string_view sql, pg::params args) {
     auto guard = co_await reader_mutex.scoped_lock();
+    // Cancelled while it waited its turn (a session ending): do not start a query now.
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+      co_return pg::errc::cancelled;
     for (int tries = 0;; ++tries) {
       bool fresh = !reader_conn.is_open();
       if (fresh) {
@@ -217,6 +221,8 @@ asio::awaitable<bool> state_store::async_idle(std::chrono::steady_clock::time_po
 }
 
 const std::string& state_store::last_read_error() const { return impl_->reader_conn.last_error(); }
+
+void state_store::interrupt_reads() { impl_->reader_conn.close(); }
 
 std::size_t state_store::backlog() const { return impl_->queue.size() + impl_->batch.size(); }
 std::uint64_t state_store::batches_committed() const { return impl_->batches; }

@@ -75,6 +75,9 @@ class state_store final : public store {
 
   /// The server's (or libpq's) message for the reader's last failure, for logs.
   const std::string& last_read_error() const;
+  /// Ends the read or claim in progress (it fails as connection lost; the next one reconnects):
+  /// a session ending must not wait for a query blocked by a lock until statement_timeout.
+  void interrupt_reads();
 
   boost::asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> claim_due(
       std::vector<claim_quota> quotas) override;

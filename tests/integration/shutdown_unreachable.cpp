@@ -83,3 +83,39 @@ TEST_CASE("SIGTERM while every write fails (read-only database): thousands of wr
   CHECK(walhook.count_in_log("state_store.stopped_with_backlog") == 1);
   CHECK(code == 0);
 }
+
+TEST_CASE("SIGTERM while another session locks walhook.deliveries: walhook still exits within its grace period") {
+  const std::string slot = "locked_stop";
+  std::string url = test::fresh_database(slot);
+  test::receiver_thread rcv;
+  relay::receiver_behaviour down;
+  down.status = 503;  // every delivery is written back, and claimed for retries
+  rcv->set_behaviour("/down", down);
+  relay::blocking_db db(url);
+  test::add_endpoint(db, "t", rcv->url("/down"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
+  walhook.start();
+  INFO(tail(walhook.log()));  // evaluated on failure only
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("replication.streaming") > 0; }, 20s));
+  for (int i = 0; i < 20; ++i) test::query_value(db, "SELECT walhook.publish('t', 'x', '{}')");
+  REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries") == "20"; }, 20s));
+  // An operator's open transaction holds the table: walhook's writes, claims and reads wait on it.
+  relay::blocking_db locker(url);
+  locker.exec("BEGIN");
+  locker.exec("LOCK TABLE walhook.deliveries IN ACCESS EXCLUSIVE MODE");
+  for (int i = 0; i < 5; ++i) test::query_value(db, "SELECT walhook.publish('t', 'x', '{}')");
+  // walhook's sessions wait on the lock (writes of these events, claims of the retries).
+  REQUIRE(test::eventually([&] {
+    return test::query_value(db, "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name LIKE 'walhook%' "
+                                 "AND wait_event_type = 'Lock'") == "t";
+  }, 20s));
+  const auto asked = std::chrono::steady_clock::now();
+  walhook.signal(SIGTERM);
+  int code = walhook.wait(60s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  locker.exec("ROLLBACK");
+  MESSAGE(fmt::format("SIGTERM with walhook.deliveries locked: exited after {:.1f} s (grace 1 s)", took));
+  CHECK(code == 0);
+  CHECK(took < 10.0);  // statement_timeout is 30 s: nothing waits for it
+  CHECK(walhook.count_in_log("shutdown.done") == 1);
+}
