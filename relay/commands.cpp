@@ -113,7 +113,12 @@ int cmd_migrate(const migrate_args& a) {
 
 int cmd_endpoint_add(const endpoint_add_args& a) {
   if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
-  if (!delivery::parse_url(a.url)) throw cli_error("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(a.url));
+  if (!delivery::parse_url(a.url)) {
+    if (a.url.find('@') != std::string::npos && a.url.find('@') < a.url.find_first_of("/?#", a.url.find("//") + 2))
+      throw cli_error("--url must not carry credentials (user:password@): receivers authenticate walhook by its "
+                      "signature; " + delivery::redact_url(a.url));
+    throw cli_error("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(a.url));
+  }
   if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
   if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
   std::vector<std::string> types;
@@ -225,6 +230,7 @@ SELECT e.id, e.tenant_id, e.status,
        coalesce(h.last_error, ''), coalesce(h.disabled_reason, ''), e.url
   FROM walhook.endpoints e
   LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.status IN ('pending', 'sending', 'dead')
+        AND d.created_at >= e.created_at  -- not a removed endpoint's that had the same id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
  GROUP BY e.id, h.endpoint_id
  ORDER BY oldest_s DESC, pending DESC, e.id)sql");
@@ -290,6 +296,8 @@ WITH candidates AS (
      AND ($3::timestamptz IS NULL OR d.event_created_at >= $3::timestamptz)
      AND ($4::timestamptz IS NULL OR d.event_created_at < $4::timestamptz)
      AND (d.status = 'dead' OR (d.status = 'pending' AND e.status = 'disabled'))
+     -- Never a removed endpoint's history when its id was reused: rows older than the endpoint.
+     AND d.created_at >= e.created_at
    FOR UPDATE OF d
 ), blocked AS (
   SELECT c.id FROM candidates c

@@ -20,6 +20,7 @@ void endpoint_directory::unindex(const endpoint& e) {
 endpoint_change endpoint_directory::apply(endpoint e) {
   endpoint_change c;
   c.id = e.id;
+  e.retired = false;  // a row of walhook.endpoints is live (it may reuse a retired one's id)
   bool active = e.status == endpoint_status::active;
   auto old = endpoints_.find(e.id);
   if (old == endpoints_.end()) {

@@ -133,6 +133,17 @@ struct state_store::impl {
       for (auto* w : idle_waiters) w->cancel();
   }
   asio::awaitable<pg::error_code> write_one_by_one();
+  /// Writes the batch's second write alone; true (and it is done) if it committed.
+  asio::awaitable<bool> commit_second() {
+    auto statements = build_batch(std::span<const write>(batch.data() + 1, 1));
+    if (!statements.empty() && !co_await writer.async_pipeline(statements, options.statement_timeout)) co_return false;
+    rows += 1;
+    auto cb = std::move(batch_callbacks[1]);
+    batch.erase(batch.begin() + 1);
+    batch_callbacks.erase(batch_callbacks.begin() + 1);
+    if (cb) cb();
+    co_return true;
+  }
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     pause.expires_after(d);
     co_await pause.async_wait(tuple_awaitable);
@@ -183,7 +194,10 @@ asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
       ++failures;
       const std::string sqlstate = writer.last_sqlstate(), error = writer.last_error();
       log::error("state_store.write_failed", {{"error", error}, {"sqlstate", sqlstate}, {"write", describe(batch.front())}});
-      if (!is_data_error(sqlstate)) co_return res.error();
+      // Any other refusal is the database's state (read-only, permissions, a missing table, disk
+      // full) — unless the next write goes through: then it is this row's alone (an operator's
+      // trigger raising some other SQLSTATE, say), and it is treated as refused for its data.
+      if (!is_data_error(sqlstate) && !(batch.size() > 1 && co_await commit_second())) co_return res.error();
       if (tries == 0 && sqlstate.starts_with("22") && strip_free_text(batch.front())) continue;
       if (make_dead(batch.front(), error)) {
         ++refused;

@@ -142,6 +142,7 @@ TEST_CASE("endpoint list, status and errors never show a URL's credentials (issu
                           "https://admin:" + secret + "@hooks.example.com/in"});
   CHECK(refused.code != 0);
   CHECK(refused.output.find("https://***@hooks.example.com/in") != std::string::npos);
+  CHECK(refused.output.find("must not carry credentials") != std::string::npos);  // says why
   CHECK(refused.output.find(secret) == std::string::npos);
 
   auto added = run_cli({"endpoint", "add", "--database-url", url, "--tenant", "t", "--url",

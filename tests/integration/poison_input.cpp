@@ -94,6 +94,8 @@ TEST_CASE("a delivery write the server refuses for its data ends that delivery d
                  BEGIN
                    IF NEW.merge_key = 'poison' THEN
                      RAISE EXCEPTION 'refused on purpose' USING ERRCODE = 'check_violation';
+                   ELSIF NEW.merge_key = 'poison-internal' THEN  -- not a data error class
+                     RAISE EXCEPTION 'refused with an internal error' USING ERRCODE = 'XX000';
                    END IF;
                    RETURN NEW;
                  END $$)");
@@ -106,11 +108,14 @@ TEST_CASE("a delivery write the server refuses for its data ends that delivery d
   test::add_endpoint(s.db, "up", s.rcv->url("/up"), delivery::generate_secret());
   auto w = s.start();
   auto poison = s.publish("down", "x", "poison");
+  auto internal = s.publish("down", "x", "poison-internal");
   for (int i = 0; i < 20; ++i) s.publish("down", "x", fmt::format("entity-{}", i));
   for (int i = 0; i < 20; ++i) s.publish("up", "x");
   auto after = s.value("SELECT pg_current_wal_lsn()::text");
   REQUIRE(test::eventually([&] { return s.received("/up").size() == 20; }, 20s));
-  REQUIRE(test::eventually([&] { return s.count("status = 'dead'") == "1"; }, 20s));
+  REQUIRE(test::eventually([&] { return s.count("status = 'dead'") == "2"; }, 20s));
+  pg::params pi{internal};
+  CHECK(s.value("SELECT last_error LIKE '%refused with an internal error%' FROM walhook.deliveries WHERE event_id = $1", pi) == "t");
   pg::params p{poison};
   CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1", p)
             .starts_with("walhook could not store this delivery's state: "));
@@ -342,5 +347,37 @@ TEST_CASE("work routed before an endpoint's removal gets one attempt each; failu
   }, 30s));
   CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1", pk).starts_with("endpoint removed"));
   REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  stop(w);
+}
+
+TEST_CASE("an endpoint created again while walhook was stopped (TRUNCATE then INSERT, or the same id) is live after the replay") {
+  setup s("recreated");
+  const auto secret = delivery::generate_secret();
+  test::add_endpoint(s.db, "H", s.rcv->url("/h"), secret);
+  auto w = s.start();
+  stop(w);
+  // While walhook is stopped: an event, the table emptied, the same endpoint created again.
+  auto before = s.publish("H", "x");
+  s.db.exec("TRUNCATE walhook.endpoints RESTART IDENTITY");
+  auto again = test::add_endpoint(s.db, "H", s.rcv->url("/h"), secret);
+  // …and an endpoint deleted and inserted again with its id and the very same row.
+  auto g = test::add_endpoint(s.db, "G", s.rcv->url("/g"), secret);
+  s.db.exec(fmt::format("DELETE FROM walhook.endpoints WHERE id = {}", g));
+  s.db.exec(fmt::format("INSERT INTO walhook.endpoints (id, tenant_id, url, secret) OVERRIDING SYSTEM VALUE "
+                        "VALUES ({}, 'G', '{}', '{}')", g, s.rcv->url("/g"), secret));
+  w = s.start();
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
+  auto after_h = s.publish("H", "x");
+  auto after_g = s.publish("G", "x");
+  REQUIRE(test::eventually([&] {
+    std::set<std::string> got;
+    for (auto& r : s.received("/h")) got.insert(r.webhook_id);
+    for (auto& r : s.received("/g")) got.insert(r.webhook_id);
+    return got.contains(after_h) && got.contains(after_g);
+  }, 20s));
+  CHECK(again == 1);
+  bool before_seen = false;
+  for (auto& r : s.received("/h")) before_seen |= r.webhook_id == before;
+  CHECK(before_seen);  // committed before the TRUNCATE: still delivered
   stop(w);
 }

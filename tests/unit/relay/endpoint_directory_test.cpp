@@ -96,8 +96,10 @@ TEST_CASE("endpoint_directory: a retired endpoint is still found for its work, n
   CHECK(d.find(1)->retired);
   CHECK(d.route("t", "x") == std::vector<std::int64_t>{2});
   CHECK(d.health(1) == delivery::breaker_state{});
-  // Created again with the same id: a live endpoint again.
-  d.apply(make(1, "t"));
+  // Created again with the same id — from the stream, built on the cached (retired) copy: a
+  // live endpoint again.
+  auto again = *d.find(1);
+  d.apply(again);
   CHECK_FALSE(d.find(1)->retired);
   CHECK(d.route("t", "x").size() == 2);
   auto gone = d.remove(1);
