@@ -30,6 +30,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
+/// What max_slot_wal_keep_size means for walhook's slot here, in a sentence.
+std::string wal_keep_advice(blocking_db& db) {
+  auto keep = db.exec("SELECT current_setting('max_slot_wal_keep_size')");
+  const std::string v(keep.value(0, 0));
+  if (v == "-1")
+    return "max_slot_wal_keep_size = -1: PostgreSQL keeps all WAL the slot needs, so while walhook is down the "
+           "disk can fill; set it to bound that (a slot past it is invalidated)";
+  return "max_slot_wal_keep_size = " + v + ": the slot keeps at most that much WAL; while walhook is down longer than "
+         "that lasts, PostgreSQL invalidates the slot (watch walhook_slot_wal_status and walhook_slot_safe_wal_size_bytes)";
+}
+
 std::string pg_array_literal(const std::vector<std::string>& items) {
   std::string out = "{";
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -90,7 +101,7 @@ int cmd_migrate(const migrate_args& a) {
   if (exists.rows() > 0) {
     if (exists.value(0, 0) != "pgoutput")
       throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", a.slot, exists.value(0, 0)));
-    std::cout << "replication slot " << a.slot << " exists\n";
+    std::cout << "replication slot " << a.slot << " exists\n" << wal_keep_advice(db) << "\n";
     return 0;
   }
   auto level = db.exec("SELECT current_setting('wal_level')");
@@ -105,7 +116,8 @@ int cmd_migrate(const migrate_args& a) {
   } catch (const cli_error& e) {
     throw cli_error(std::string("could not create the replication slot: ") + e.what());
   }
-  std::cout << "created replication slot " << a.slot << " (pgoutput): events published from now on are kept for walhook\n";
+  std::cout << "created replication slot " << a.slot << " (pgoutput): events published from now on are kept for walhook\n"
+            << wal_keep_advice(db) << "\n";
   return 0;
 }
 
@@ -392,7 +404,8 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
                ('walhook.endpoints', 'updated_at', 'UPDATE'),
                ('walhook.outbox', NULL, 'SELECT'), ('walhook.outbox', NULL, 'DELETE'),
                ('walhook.slot_progress', NULL, 'SELECT'), ('walhook.slot_progress', NULL, 'INSERT'),
-               ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'))
+               ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'),
+               ('walhook.endpoints_removed', NULL, 'SELECT'), ('walhook.endpoints_removed', NULL, 'DELETE'))
          AS v(tab, col, privilege)
  WHERE NOT CASE WHEN v.col IS NULL THEN has_table_privilege(v.tab, v.privilege)
                 ELSE has_column_privilege(v.tab, v.col, v.privilege) END)sql");
@@ -403,6 +416,7 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
     if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)
       throw cli_error(fmt::format("publication \"{}\" does not exist: run `walhook migrate`", pub));
   }
+  log::info("preflight.wal_retention", {{"advice", wal_keep_advice(db)}});
 }
 
 }  // namespace

@@ -183,6 +183,8 @@ struct engine::impl {
     start_step = "find endpoints with pending deliveries";
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
+    start_step = "check the slot's WAL retention";
+    co_await check_slot_health();
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
     start_step = "load the recorded slot position";
     auto progress = co_await store.load_progress(options.slot);
@@ -223,6 +225,24 @@ struct engine::impl {
     co_return error_code{};
   }
 
+  /// Warns (once per change) when the slot keeps more WAL than PostgreSQL guarantees: extended
+  /// (beyond max_wal_size) or unreserved (beyond max_slot_wal_keep_size: the next checkpoint may
+  /// invalidate it). /readyz shows the state.
+  asio::awaitable<void> check_slot_health() {
+    auto h = co_await store.load_slot_health(options.slot);
+    if (!h || !*h) co_return;
+    const auto& slot = **h;
+    if (slot.wal_status != slot_wal_status && (slot.at_risk() || slot_wal_status == "extended" || slot_wal_status == "unreserved")) {
+      const std::string safe = slot.safe_wal_size ? std::to_string(*slot.safe_wal_size) : "unlimited";
+      log::emit(slot.at_risk() ? log::level::warn : log::level::info,
+                slot.at_risk() ? "replication.slot_at_risk" : "replication.slot_safe_again",
+                {{"slot", options.slot}, {"wal_status", slot.wal_status}, {"retained_bytes", slot.retained_bytes},
+                 {"safe_wal_size", safe}});
+    }
+    slot_wal_status = slot.wal_status;
+  }
+  std::string slot_wal_status;  ///< as last read
+
   /// Ends the session the moment the lock's session is gone (not when it is merely slow).
   asio::awaitable<void> watch_leadership() {
     auto ec = co_await lead.watch();
@@ -238,6 +258,7 @@ struct engine::impl {
     co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
     asio::steady_timer tick(executor);
     auto last_stale_check = clock.steady_now();
+    auto last_slot_check = clock.steady_now();
     auto last_retention = clock.steady_now() - 1h;
     while (session_active) {
       tick.expires_after(200ms);
@@ -245,6 +266,10 @@ struct engine::impl {
       if (cancelled(co_await asio::this_coro::cancellation_state)) co_return;
       confirm();
       record_progress();
+      if (clock.steady_now() - last_slot_check >= 10s) {
+        last_slot_check = clock.steady_now();
+        co_await check_slot_health();
+      }
       if (clock.steady_now() - last_retention >= 10min) {
         last_retention = clock.steady_now();
         long total = 0;
@@ -410,6 +435,8 @@ void engine::request_stop() {
 
 bool engine::streaming() const { return impl_->session_active; }
 
+std::string engine::slot_wal_status() const { return impl_->slot_wal_status; }
+
 asio::awaitable<int> engine::run() { co_return co_await impl_->run(); }
 
 asio::awaitable<std::string> engine::metrics_text() {
@@ -438,6 +465,11 @@ asio::awaitable<std::string> engine::metrics_text() {
       e.oldest_pending_age_s = age;
     }
   for (auto& [id, e] : by_id) m.endpoints.push_back(e);
+  if (auto slot = co_await s.store.load_slot_health(s.options.slot); slot && *slot) {
+    m.slot_wal_status = (*slot)->wal_status;
+    m.slot_retained_bytes = (*slot)->retained_bytes;
+    m.slot_safe_wal_size = (*slot)->safe_wal_size;
+  }
   co_return render_prometheus(m);
 }
 

@@ -41,6 +41,8 @@ class engine {
   boost::asio::awaitable<std::string> metrics_text();
   /// True while this instance streams the slot.
   bool streaming() const;
+  /// The slot's wal_status as last read (pg_replication_slots; "" before the first read).
+  std::string slot_wal_status() const;
 
  private:
   struct impl;

@@ -47,6 +47,20 @@ std::string render_prometheus(const metrics_snapshot& s) {
   gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
         static_cast<double>(bytes_between(s.received, s.confirmed)));
   gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", s.lag_seconds);
+  // Early warning before PostgreSQL invalidates the slot (max_slot_wal_keep_size) or fills the disk.
+  if (s.slot_wal_status) {
+    header("walhook_slot_wal_status", "gauge",
+           "1 for the slot's wal_status (pg_replication_slots): reserved, extended, unreserved (at risk), lost.");
+    for (const char* status : {"reserved", "extended", "unreserved", "lost"})
+      out += fmt::format("walhook_slot_wal_status{{status=\"{}\"}} {}\n", status, *s.slot_wal_status == status ? 1 : 0);
+  }
+  if (s.slot_retained_bytes)
+    gauge("walhook_slot_retained_wal_bytes", "WAL PostgreSQL keeps for the slot (restart_lsn to now).",
+          static_cast<double>(*s.slot_retained_bytes));
+  if (s.slot_safe_wal_size)
+    gauge("walhook_slot_safe_wal_size_bytes",
+          "WAL that can still be written before the slot is at risk of invalidation (max_slot_wal_keep_size).",
+          static_cast<double>(*s.slot_safe_wal_size));
 
   header("walhook_attempt_duration_seconds", "histogram", "Duration of delivery attempts.");
   std::uint64_t cumulative = 0;

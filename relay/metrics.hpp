@@ -34,6 +34,10 @@ struct metrics_snapshot {
   lsn received;                      ///< highest WAL position received
   double lag_seconds = 0;            ///< how long the oldest unacknowledged transaction has waited
   std::vector<endpoint_metrics> endpoints;  ///< sorted by id
+  /// The slot's WAL retention (pg_replication_slots), if it could be read.
+  std::optional<std::string> slot_wal_status;  ///< reserved | extended | unreserved | lost
+  std::optional<std::int64_t> slot_safe_wal_size;
+  std::optional<std::int64_t> slot_retained_bytes;
 };
 
 /// The snapshot in Prometheus text format: walhook_* counters and gauges, per-endpoint gauges

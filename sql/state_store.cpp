@@ -382,6 +382,18 @@ asio::awaitable<boost::system::result<std::pair<lsn, std::string>>> state_store:
   co_return std::pair<lsn, std::string>{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1))};
 }
 
+asio::awaitable<boost::system::result<std::optional<slot_health>>> state_store::load_slot_health(const std::string& slot) {
+  pg::params args{slot};
+  auto res = co_await impl_->read(statements::slot_health, std::move(args));
+  if (!res) co_return res.error();
+  if (res->rows() == 0) co_return std::optional<slot_health>{};
+  slot_health h;
+  h.wal_status = res->value(0, 0);
+  if (!res->is_null(0, 1)) h.safe_wal_size = to_int64(res->value(0, 1));
+  h.retained_bytes = to_int64(res->value(0, 2));
+  co_return std::optional<slot_health>{std::move(h)};
+}
+
 asio::awaitable<boost::system::error_code> state_store::clear_removed_endpoints() {
   auto res = co_await impl_->read(statements::clear_removed_endpoints, {});
   co_return res ? boost::system::error_code{} : res.error();

@@ -49,6 +49,16 @@ struct text_rows {
   std::vector<std::vector<std::optional<std::string>>> rows;
 };
 
+/// A slot's WAL retention as PostgreSQL reports it (pg_replication_slots, PostgreSQL 13+).
+struct slot_health {
+  std::string wal_status;                   ///< reserved | extended | unreserved | lost ("" if unknown)
+  std::optional<std::int64_t> safe_wal_size;  ///< bytes until the slot is at risk; none if unlimited
+  std::int64_t retained_bytes = 0;          ///< WAL kept for it, bytes
+  /// extended or unreserved: the slot keeps more WAL than max_wal_size (extended), or more than
+  /// max_slot_wal_keep_size allows and can be invalidated at the next checkpoint (unreserved).
+  bool at_risk() const { return wal_status == "extended" || wal_status == "unreserved"; }
+};
+
 class state_store final : public store {
  public:
   state_store(boost::asio::any_io_executor ex, state_store_options options);
@@ -112,6 +122,8 @@ class state_store final : public store {
   boost::asio::awaitable<boost::system::result<std::vector<health_write>>> load_health();
   /// Every row of walhook.endpoints, as text (decoded like the stream's rows).
   boost::asio::awaitable<boost::system::result<text_rows>> load_endpoints();
+  /// The slot's WAL retention; std::nullopt in the result if the slot does not exist.
+  boost::asio::awaitable<boost::system::result<std::optional<slot_health>>> load_slot_health(const std::string& slot);
   /// Per endpoint, seconds since the oldest event still waiting in walhook.deliveries was created.
   boost::asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, double>>>> oldest_pending();
 

@@ -28,5 +28,6 @@ extern const std::string_view delete_expired;          ///< $1 hours, $2 batch �
 extern const std::string_view load_health;             ///< → endpoint_health rows
 extern const std::string_view load_endpoints;          ///< → endpoints rows
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
+extern const std::string_view slot_health;             ///< $1 slot → (wal_status, safe_wal_size, retained bytes)
 
 }  // namespace walhook::sql::statements

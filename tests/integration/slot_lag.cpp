@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <regex>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -158,6 +159,43 @@ TEST_CASE("a quiet outbox on a busy database: the slot keeps up through keepaliv
   CHECK(caught_up);
   CHECK(lag.max_age_s() < 10.0);
   CHECK(rcv->total() == 0);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a slot that keeps more WAL than max_wal_size is reported: a warning, /metrics gauges, /readyz detail") {
+  const std::string slot = "at_risk";
+  std::string url = test::fresh_database(slot);
+  relay::blocking_db db(url);
+  test::receiver_thread rcv;
+  test::add_endpoint(db, "t", rcv->url("/in"), delivery::generate_secret());
+  db.exec("ALTER SYSTEM SET max_wal_size = '32MB'");  // the smallest allowed: 2 segments
+  db.exec("SELECT pg_reload_conf()");
+  // walhook has not run yet: the slot (made by migrate) holds WAL while the database writes 80 MB.
+  db.exec("CREATE TABLE public.pad AS SELECT g, repeat(md5(g::text), 32) AS p FROM generate_series(1, 70000) g");
+  db.exec("CHECKPOINT");
+  pg::params p{slot};
+  REQUIRE(test::query_value(db, "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", p) == "extended");
+  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", "127.0.0.1:0"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 20s));
+  CHECK(walhook.count_in_log("\"replication.slot_at_risk\"") == 1);
+  CHECK(walhook.count_in_log("\"wal_status\":\"extended\"") >= 1);
+  CHECK(walhook.count_in_log("\"preflight.wal_retention\"") == 1);
+  std::smatch m;
+  const auto log = walhook.log();
+  REQUIRE(std::regex_search(log, m, std::regex(R"("admin.listening".*"port":(\d+))")));
+  const auto port = static_cast<unsigned short>(std::stoi(m[1]));
+  auto metrics = test::http_get(port, "/metrics");
+  REQUIRE(metrics.first == 200);
+  CHECK(metrics.second.find("walhook_slot_wal_status{status=") != std::string::npos);
+  CHECK(metrics.second.find("walhook_slot_retained_wal_bytes ") != std::string::npos);
+  auto ready = test::http_get(port, "/readyz");
+  CHECK(ready.first == 200);
+  CHECK(ready.second.find("slot at risk: wal_status extended") != std::string::npos);
+  db.exec("DROP TABLE public.pad");
+  db.exec("ALTER SYSTEM RESET max_wal_size");
+  db.exec("SELECT pg_reload_conf()");
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
 }

@@ -22,6 +22,9 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   s.confirmed = lsn{0x1000};
   s.received = lsn{0x1800};
   s.endpoints = {{1, 5, 2, 30.5}, {2, 0, 0, std::nullopt}};
+  s.slot_wal_status = "unreserved";
+  s.slot_retained_bytes = 1 << 20;
+  s.slot_safe_wal_size = -4096;
   auto text = render_prometheus(s);
   auto has = [&](const std::string& line) {
     CAPTURE(line);
@@ -34,6 +37,10 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("walhook_streaming 1");
   has("walhook_writes_refused_total 3");
   has("walhook_event_bytes 1048576");
+  has("walhook_slot_wal_status{status=\"reserved\"} 0");
+  has("walhook_slot_wal_status{status=\"unreserved\"} 1");
+  has("walhook_slot_retained_wal_bytes 1048576");
+  has("walhook_slot_safe_wal_size_bytes -4096");
   has("walhook_confirmed_lsn 4096");
   has("walhook_slot_lag_bytes 2048");
   has("walhook_attempt_duration_seconds_bucket{le=\"0.005\"} 3");
