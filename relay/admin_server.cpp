@@ -188,8 +188,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         bool ready = eng.streaming();
         res.result(ready ? http::status::ok : http::status::service_unavailable);
         res.body() = ready ? "streaming\n" : "not streaming (standby or reconnecting)\n";
-        if (auto wal = eng.slot_wal_status(); wal == "extended" || wal == "unreserved")
-          res.body() += "slot at risk: wal_status " + wal + " (it keeps more WAL than PostgreSQL guarantees)\n";
+        if (auto wal = eng.slot_at_risk())
+          res.body() += "slot at risk: wal_status " + *wal + " (it keeps more WAL than PostgreSQL guarantees)\n";
       } else {
         res.result(http::status::not_found);
         res.body() = "try /metrics, /healthz or /readyz\n";

@@ -232,16 +232,17 @@ struct engine::impl {
     auto h = co_await store.load_slot_health(options.slot);
     if (!h || !*h) co_return;
     const auto& slot = **h;
-    if (slot.wal_status != slot_wal_status && (slot.at_risk() || slot_wal_status == "extended" || slot_wal_status == "unreserved")) {
+    const bool was_at_risk = last_slot_health && last_slot_health->at_risk();
+    if ((!last_slot_health || slot.wal_status != last_slot_health->wal_status) && (slot.at_risk() || was_at_risk)) {
       const std::string safe = slot.safe_wal_size ? std::to_string(*slot.safe_wal_size) : "unlimited";
       log::emit(slot.at_risk() ? log::level::warn : log::level::info,
                 slot.at_risk() ? "replication.slot_at_risk" : "replication.slot_safe_again",
                 {{"slot", options.slot}, {"wal_status", slot.wal_status}, {"retained_bytes", slot.retained_bytes},
                  {"safe_wal_size", safe}});
     }
-    slot_wal_status = slot.wal_status;
+    last_slot_health = slot;
   }
-  std::string slot_wal_status;  ///< as last read
+  std::optional<sql::slot_health> last_slot_health;  ///< as last read (session start, then every 10 s)
 
   /// Ends the session the moment the lock's session is gone (not when it is merely slow).
   asio::awaitable<void> watch_leadership() {
@@ -435,7 +436,11 @@ void engine::request_stop() {
 
 bool engine::streaming() const { return impl_->session_active; }
 
-std::string engine::slot_wal_status() const { return impl_->slot_wal_status; }
+std::optional<std::string> engine::slot_at_risk() const {
+  const auto& slot = impl_->last_slot_health;
+  if (!slot || !slot->at_risk()) return std::nullopt;
+  return slot->wal_status;
+}
 
 asio::awaitable<int> engine::run() { co_return co_await impl_->run(); }
 
@@ -465,10 +470,10 @@ asio::awaitable<std::string> engine::metrics_text() {
       e.oldest_pending_age_s = age;
     }
   for (auto& [id, e] : by_id) m.endpoints.push_back(e);
-  if (auto slot = co_await s.store.load_slot_health(s.options.slot); slot && *slot) {
-    m.slot_wal_status = (*slot)->wal_status;
-    m.slot_retained_bytes = (*slot)->retained_bytes;
-    m.slot_safe_wal_size = (*slot)->safe_wal_size;
+  if (const auto& slot = s.last_slot_health) {  // read every 10 s by housekeeping, not per scrape
+    m.slot_wal_status = slot->wal_status;
+    m.slot_retained_bytes = slot->retained_bytes;
+    m.slot_safe_wal_size = slot->safe_wal_size;
   }
   co_return render_prometheus(m);
 }

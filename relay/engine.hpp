@@ -22,6 +22,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace walhook::relay {
@@ -41,8 +42,9 @@ class engine {
   boost::asio::awaitable<std::string> metrics_text();
   /// True while this instance streams the slot.
   bool streaming() const;
-  /// The slot's wal_status as last read (pg_replication_slots; "" before the first read).
-  std::string slot_wal_status() const;
+  /// The slot's wal_status (pg_replication_slots) as last read, if it is at risk (extended or
+  /// unreserved); std::nullopt otherwise.
+  std::optional<std::string> slot_at_risk() const;
 
  private:
   struct impl;
