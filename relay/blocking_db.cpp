@@ -19,9 +19,11 @@ std::string one_line(std::string text) {
   return out;
 }
 
-blocking_db::blocking_db(const std::string& url, const std::string& application_name) {
-  const char* keywords[] = {"dbname", "application_name", "connect_timeout", "options", nullptr};
-  const char* values[] = {url.c_str(), application_name.c_str(), "10", "-c TimeZone=UTC -c DateStyle=ISO", nullptr};
+blocking_db::blocking_db(const std::string& url, const std::string& application_name, bool replication) {
+  const char* keywords[] = {"dbname", "application_name", "connect_timeout", "options", replication ? "replication" : nullptr,
+                            nullptr};
+  const char* values[] = {url.c_str(), application_name.c_str(), "10", "-c TimeZone=UTC -c DateStyle=ISO", "database",
+                          nullptr};
   conn_ = PQconnectdbParams(keywords, values, 1);
   if (conn_)
     PQsetNoticeProcessor(
@@ -39,20 +41,27 @@ blocking_db::~blocking_db() {
   if (conn_) PQfinish(conn_);
 }
 
-pg::query_result blocking_db::exec(const std::string& sql, const pg::params& params) {
-  std::vector<const char*> values;
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  pg::query_result res(
-      PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
+namespace {
+pg::query_result checked(PGconn* conn, pg::query_result res) {
   auto st = res.status();
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     const char* primary = res.get() ? PQresultErrorField(res.get(), PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-    std::string msg = primary ? primary : one_line(PQerrorMessage(conn_));
+    std::string msg = primary ? primary : one_line(PQerrorMessage(conn));
     if (const char* hint = res.get() ? PQresultErrorField(res.get(), PG_DIAG_MESSAGE_HINT) : nullptr)
       msg += " (" + std::string(hint) + ")";
     throw cli_error(one_line(msg));
   }
   return res;
 }
+}  // namespace
+
+pg::query_result blocking_db::exec(const std::string& sql, const pg::params& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return checked(conn_, pg::query_result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                                      values.data(), nullptr, nullptr, 0)));
+}
+
+pg::query_result blocking_db::simple(const std::string& sql) { return checked(conn_, pg::query_result(PQexec(conn_, sql.c_str()))); }
 
 }  // namespace walhook::relay

@@ -17,14 +17,19 @@ class cli_error : public std::runtime_error {
 
 class blocking_db {
  public:
-  /// Connects (10 s timeout). Throws cli_error("cannot connect to PostgreSQL: …").
-  explicit blocking_db(const std::string& url, const std::string& application_name = "walhook-cli");
+  /// Connects (10 s timeout); `replication`: a walsender session (replication=database) for
+  /// replication commands through simple(). Throws cli_error("cannot connect to PostgreSQL: …").
+  explicit blocking_db(const std::string& url, const std::string& application_name = "walhook-cli",
+                       bool replication = false);
   ~blocking_db();
   blocking_db(const blocking_db&) = delete;
   blocking_db& operator=(const blocking_db&) = delete;
 
   /// Runs one statement with text parameters. Throws cli_error with the server's message.
   pg::query_result exec(const std::string& sql, const pg::params& params = {});
+  /// Runs a command with the simple query protocol (replication commands, SET TRANSACTION
+  /// SNAPSHOT). Throws cli_error with the server's message.
+  pg::query_result simple(const std::string& sql);
   PGconn* native() const { return conn_; }
 
  private:

@@ -10,6 +10,7 @@
 #include "relay/blocking_db.hpp"
 #include "relay/engine.hpp"
 #include "sql/migrations.hpp"
+#include "sql/statements.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <thread>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
@@ -110,9 +112,20 @@ int cmd_migrate(const migrate_args& a) {
                                 "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
                                 level.value(0, 0)));
   try {
-    db.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot);
+    // Created with its snapshot exported: the snapshot, recorded as delivered, is what lets
+    // walhook tell after a slot loss which outbox rows the lost slot held (relay/recovery.hpp).
     // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
-    db.exec("DELETE FROM walhook.slot_progress WHERE slot_name = $1", slot);
+    blocking_db repl(a.database_url, "walhook-migrate", true);
+    auto system = repl.simple("IDENTIFY_SYSTEM");
+    auto created = repl.simple(fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
+                                           pg::quote_identifier(a.slot)));
+    db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    db.simple("SET TRANSACTION SNAPSHOT " + pg::quote_literal(std::string(created.value(0, 2))));
+    auto snapshot = db.exec("SELECT pg_current_snapshot()::text");
+    db.exec("COMMIT");
+    db.exec(std::string(sql::statements::slot_replaced),
+            {a.slot, std::string(system.value(0, 0)), std::string(created.value(0, 1)),
+             std::string(snapshot.value(0, 0)), std::nullopt});
   } catch (const cli_error& e) {
     throw cli_error(std::string("could not create the replication slot: ") + e.what());
   }
@@ -277,10 +290,67 @@ SELECT e.id, e.tenant_id, e.status,
                              r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), age_text, r.value(i, 6),
                              r.value(i, 7), r.value(i, 8).empty() ? "-" : r.value(i, 8), err.empty() ? "-" : err);
   }
+  // Slot incidents and operator backfills (relay/recovery.hpp): the open ones and the last few.
+  auto rec = db.exec(R"sql(
+SELECT id, slot_name, state, reason, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       coalesce(events::text, '-'), coalesce(deliveries::text, '-')
+  FROM walhook.recoveries
+ WHERE state IN ('creating_slot', 'pending') OR id > (SELECT coalesce(max(id), 0) - 5 FROM walhook.recoveries)
+ ORDER BY id)sql");
+  if (rec.rows() > 0) {
+    std::cout << "\nrecoveries (slot incidents and walhook recover):\n"
+              << fmt::format("{:>6}  {:<14} {:<13} {:<20} {:>8} {:>10}  {}\n", "id", "slot", "state", "at", "events",
+                             "deliveries", "reason");
+    for (int i = 0; i < rec.rows(); ++i)
+      std::cout << fmt::format("{:>6}  {:<14} {:<13} {:<20} {:>8} {:>10}  {}\n", rec.value(i, 0), rec.value(i, 1),
+                               rec.value(i, 2), rec.value(i, 4), rec.value(i, 5), rec.value(i, 6), rec.value(i, 3));
+  }
   return 0;
 }
 
 // ------------------------------------------------------------------------------------ replay
+
+int cmd_recover(const recover_args& a) {
+  if (a.since.empty()) throw cli_error("give --since TIME (events created at or after it are delivered again)");
+  blocking_db db(a.database_url);
+  require_schema(db);
+  pg::params p{a.slot, a.since, a.until.empty() ? std::nullopt : std::optional<std::string>(a.until),
+               a.tenant.empty() ? std::nullopt : std::optional<std::string>(a.tenant),
+               fmt::format("operator: walhook recover --since {}{}{}", a.since, a.until.empty() ? "" : " --until " + a.until,
+                           a.tenant.empty() ? "" : " --tenant " + a.tenant)};
+  auto r = db.exec(R"sql(
+WITH request AS (
+  INSERT INTO walhook.recoveries (slot_name, reason, since_time, until_time, tenant_id, requested_by)
+  VALUES ($1, $5, $2::timestamptz, $3::timestamptz, $4, current_user)
+  RETURNING id, since_time, until_time, tenant_id
+)
+SELECT r.id, (SELECT count(*) FROM walhook.outbox o
+               WHERE o.created_at >= r.since_time AND (r.until_time IS NULL OR o.created_at < r.until_time)
+                 AND (r.tenant_id IS NULL OR o.tenant_id = r.tenant_id))
+  FROM request r)sql",
+                   p);
+  const std::string id(r.value(0, 0));
+  std::cout << "recovery " << id << ": " << r.value(0, 1) << " events to deliver again through the walhook streaming slot "
+            << a.slot << " (same webhook-ids: receivers that dedupe see each once)\n";
+  if (!a.wait) {
+    std::cout << "walhook run picks it up within 2 s; see walhook status for its progress\n";
+    return 0;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{a.wait_timeout_s};
+  for (;;) {
+    auto st = db.exec("SELECT state, coalesce(events, 0), coalesce(deliveries, 0) FROM walhook.recoveries WHERE id = $1",
+                      pg::params{id});
+    if (st.value(0, 0) == "done") {
+      std::cout << "recovery " << id << " done: " << st.value(0, 1) << " events, " << st.value(0, 2)
+                << " deliveries delivered or stored\n";
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw cli_error(fmt::format("recovery {} is not done after {} s (is walhook run streaming slot {}?)", id,
+                                  a.wait_timeout_s, a.slot));
+    std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  }
+}
 
 int cmd_replay(const replay_args& a) {
   if (!a.delivery_id && !a.endpoint_id) throw cli_error("give --delivery ID or --endpoint ID");
@@ -405,7 +475,9 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
                ('walhook.outbox', NULL, 'SELECT'), ('walhook.outbox', NULL, 'DELETE'),
                ('walhook.slot_progress', NULL, 'SELECT'), ('walhook.slot_progress', NULL, 'INSERT'),
                ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'),
-               ('walhook.endpoints_removed', NULL, 'SELECT'), ('walhook.endpoints_removed', NULL, 'DELETE'))
+               ('walhook.endpoints_removed', NULL, 'SELECT'), ('walhook.endpoints_removed', NULL, 'DELETE'),
+               ('walhook.recoveries', NULL, 'SELECT'), ('walhook.recoveries', NULL, 'INSERT'),
+               ('walhook.recoveries', NULL, 'UPDATE'))
          AS v(tab, col, privilege)
  WHERE NOT CASE WHEN v.col IS NULL THEN has_table_privilege(v.tab, v.privilege)
                 ELSE has_column_privilege(v.tab, v.col, v.privilege) END)sql");

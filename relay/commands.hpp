@@ -58,6 +58,20 @@ struct replay_args {
 };
 int cmd_replay(const replay_args& a);
 
+struct recover_args {
+  std::string database_url;
+  std::string slot = "walhook";  ///< the walhook (its slot) that runs the backfill
+  std::string since;             ///< timestamptz text, required
+  std::string until;             ///< optional
+  std::string tenant;            ///< optional
+  bool wait = false;             ///< wait until walhook has delivered or stored every delivery
+  int wait_timeout_s = 600;
+};
+/// Operator backfill: asks the walhook streaming `slot` to deliver again, through its normal
+/// path, every outbox event created in [since, until) (of one tenant). Prints the request id and
+/// how many events it covers; with --wait, waits until it is done.
+int cmd_recover(const recover_args& a);
+
 struct events_args {
   std::string database_url;
   std::string tenant;

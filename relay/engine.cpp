@@ -8,6 +8,7 @@
 #include "relay/leadership.hpp"
 #include "relay/lsn_tracker.hpp"
 #include "relay/metrics.hpp"
+#include "relay/recovery.hpp"
 #include "relay/stream_handler.hpp"
 #include "sql/state_store.hpp"
 #include "wal/errc.hpp"
@@ -46,6 +47,7 @@ wal::stream_options stream_options_of(const run_options& o) {
   s.status_interval = o.status_interval;
   s.application_name = "walhook " + o.instance_name;
   s.clock = o.clock;
+  s.create_slot = false;  // a missing slot is relay/recovery.hpp's to create (an incident, or the first start)
   return s;
 }
 
@@ -95,6 +97,7 @@ struct engine::impl {
         deliveries(ex, dispatcher_options_of(options), directory, tracker, store, http, clock,
                    {[this] { confirm(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
+        recovery(store, stream, tracker, handler, deliveries, options.slot),
         background(ex),
         backoff_timer(ex),
         finish_timer(ex) {}
@@ -110,6 +113,7 @@ struct engine::impl {
   leadership lead;
   dispatcher deliveries;
   stream_handler handler;
+  slot_recovery recovery;
   task_group background;  // the state store's writer, claims and sweeps: the whole run
   asio::steady_timer backoff_timer;
   asio::steady_timer finish_timer;  ///< bounds reading to the open transaction's Commit on a stop
@@ -133,7 +137,7 @@ struct engine::impl {
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
     progress_at = now;
-    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed});
+    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed, recovery.take_delivered(confirmed)});
   }
 
   /// start_session(), saying which step failed and the server's message.
@@ -158,8 +162,24 @@ struct engine::impl {
   /// Everything a session needs from the database, then START_REPLICATION.
   asio::awaitable<error_code> start_session() {
     deliveries.end_session();
+    recovery.end_session();
     tracker.reset();
     handler.reset();
+    start_step.clear();  // the stream logs its own failures
+    auto opened = co_await stream.async_open();
+    if (opened && opened != wal::errc::slot_missing && opened != wal::errc::slot_invalidated) {
+      log::error("replication.start_failed", {{"error", stream.last_error()}});
+      co_return opened;
+    }
+    start_step = "replace the replication slot";
+    if (auto ec = co_await recovery.prepare_slot(opened)) co_return ec;
+    if (auto start = recovery.created_at()) {
+      // A new slot starts a new history: nothing acknowledged to the old one carries over.
+      tracker.restart_at(*start);
+      progress_recorded = *start;
+      // Removals before the new slot's start are never streamed: their copies go.
+      (void)co_await store.clear_removed_endpoints();
+    }
     // 'sending' rows of a process that died (ours before a crash, or the instance we took over
     // from) go back to pending; this process's own attempts are left alone.
     start_step = "reset 'sending' rows";
@@ -189,7 +209,7 @@ struct engine::impl {
     start_step = "load the recorded slot position";
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
-    stream.resume_from(progress->first, progress->second);
+    stream.resume_from(progress->confirmed, progress->system_id);
 
     start_step.clear();  // the stream logs its own failures
     // The previous walsender may still hold the slot for a moment after a takeover.
@@ -206,15 +226,10 @@ struct engine::impl {
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms);
     }
     deliveries.start_session(*with_backlog);
-    if (stream.info().slot_created) {
-      (void)co_await store.clear_progress(options.slot);
-      // Removals before the new slot's start are never streamed: their copies go, and the
-      // endpoints are read again without them.
-      if (!co_await store.clear_removed_endpoints()) (void)co_await load_endpoints();
-      log::warn("replication.slot_created", {{"slot", options.slot},
-                                             {"note", "the slot did not exist: events committed before this moment "
-                                                      "are not in it (walhook migrate creates it ahead of time)"}});
-    }
+    // Backfills after a slot loss go first: each endpoint gets those older events before the
+    // new slot's. The stream waits unread meanwhile (its status updates go on).
+    start_step = "backfill from the outbox";
+    if (auto ec = co_await recovery.feed(true, [this] { return !stopping; })) co_return ec;
     log::info("replication.streaming", {{"slot", options.slot},
                                         {"start_lsn", stream.info().start.to_string()},
                                         {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
@@ -260,6 +275,7 @@ struct engine::impl {
     asio::steady_timer tick(executor);
     auto last_stale_check = clock.steady_now();
     auto last_slot_check = clock.steady_now();
+    auto last_snapshot = clock.steady_now() - 1h, last_recovery_check = clock.steady_now();
     auto last_retention = clock.steady_now() - 1h;
     while (session_active) {
       tick.expires_after(200ms);
@@ -267,6 +283,17 @@ struct engine::impl {
       if (cancelled(co_await asio::this_coro::cancellation_state)) co_return;
       confirm();
       record_progress();
+      co_await recovery.finish();
+      if (clock.steady_now() - last_snapshot >= 500ms) {
+        last_snapshot = clock.steady_now();
+        if (auto c = co_await store.current_snapshot()) recovery.add_candidate(std::move(c->first), c->second);
+      }
+      if (clock.steady_now() - last_recovery_check >= 2s) {  // walhook recover's requests
+        last_recovery_check = clock.steady_now();
+        if (auto ec = co_await recovery.feed(false, [this] { return session_active && !stopping; });
+            ec && ec != pg::errc::cancelled)
+          log::warn("recovery.feed_failed", {{"error", store.last_read_error()}});
+      }
       if (clock.steady_now() - last_slot_check >= 10s) {
         last_slot_check = clock.steady_now();
         co_await check_slot_health();
@@ -371,9 +398,11 @@ struct engine::impl {
     confirm();
     if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
       progress_recorded = stream.confirmed();
-      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded});
+      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded,
+                                        recovery.take_delivered(progress_recorded)});
       co_await store.async_idle(deadline);
     }
+    co_await recovery.finish();  // a backfill whose deliveries all finished is not run again
     co_await stream.async_stop();
     store.stop(deadline);
     co_await background.async_wait(deadline + 1s);
@@ -460,6 +489,9 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.confirmed = s.stream.confirmed();
   m.received = s.stream.received();
   m.lag_seconds = s.handler.lag_seconds();
+  m.slot_incidents = s.recovery.incidents();
+  m.events_backfilled = s.recovery.events_backfilled();
+  m.backfills_running = s.recovery.backfills_running();
   std::map<std::int64_t, endpoint_metrics> by_id;
   for (auto id : s.directory.ids())
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt};

@@ -16,6 +16,10 @@ lsn_tracker::txn* lsn_tracker::find(ticket t) {
 }
 
 void lsn_tracker::hold(ticket t) {
+  if (t & detached_bit) {
+    if (auto it = detached_.find(t); it != detached_.end()) ++it->second;
+    return;
+  }
   if (txn* x = find(t)) {
     ++x->outstanding;
     ++held_;
@@ -23,6 +27,10 @@ void lsn_tracker::hold(ticket t) {
 }
 
 void lsn_tracker::release(ticket t) {
+  if (t & detached_bit) {
+    if (auto it = detached_.find(t); it != detached_.end() && it->second > 0) --it->second;
+    return;
+  }
   txn* x = find(t);
   if (!x || x->outstanding == 0) return;
   --x->outstanding;
@@ -47,6 +55,23 @@ void lsn_tracker::reset() {
   held_ = 0;
   first_ = next_;
 }
+
+void lsn_tracker::restart_at(walhook::lsn start) {
+  reset();
+  confirmed_ = start;
+}
+
+lsn_tracker::ticket lsn_tracker::begin_detached() {
+  detached_[next_detached_] = 0;
+  return next_detached_++;
+}
+
+std::uint64_t lsn_tracker::detached_outstanding(ticket t) const {
+  auto it = detached_.find(t);
+  return it == detached_.end() ? 0 : it->second;
+}
+
+void lsn_tracker::end_detached(ticket t) { detached_.erase(t); }
 
 void lsn_tracker::advance() {
   while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 
 namespace walhook::relay {
 
@@ -34,6 +35,15 @@ class lsn_tracker {
   void keepalive(walhook::lsn wal_end);
   /// Forgets open transactions (the stream restarts; they will be sent again). Confirmed stays.
   void reset();
+  /// reset(), and the confirmed position becomes `start`: a new slot starts a new history.
+  void restart_at(walhook::lsn start);
+
+  /// Detached tickets, for deliveries that are in no transaction of the stream (a backfill from
+  /// the outbox): held and released like the others, they never hold the confirmable position
+  /// back; detached_outstanding() says when all of one's deliveries are done.
+  ticket begin_detached();
+  std::uint64_t detached_outstanding(ticket t) const;
+  void end_detached(ticket t);
 
   /// The flush LSN that may be acknowledged now (0 until something is confirmable).
   walhook::lsn confirmable() const { return confirmed_; }
@@ -52,7 +62,10 @@ class lsn_tracker {
   };
   txn* find(ticket t);
   void advance();
+  static constexpr ticket detached_bit = ticket{1} << 63;
 
+  std::map<ticket, std::uint64_t> detached_;  ///< detached ticket → deliveries outstanding
+  ticket next_detached_ = detached_bit;
   std::deque<txn> txns_;
   ticket first_ = 1;  ///< ticket of txns_.front()
   ticket next_ = 1;

@@ -171,6 +171,21 @@ int main(int argc, char** argv) {
   c_replay->add_option("--since", replay.since, "Events created at or after (timestamptz)");
   c_replay->add_option("--until", replay.until, "Events created before (timestamptz)");
 
+  // recover
+  recover_args recover;
+  auto* c_recover = app.add_subcommand(
+      "recover", "Deliver again every event created in a time range (a slot lost without a recorded snapshot, or any "
+                 "case walhook cannot see), through the running walhook");
+  add_database_url(c_recover, recover.database_url);
+  c_recover->add_option("--since", recover.since, "Events created at or after (timestamptz)")->required();
+  c_recover->add_option("--until", recover.until, "Events created before (timestamptz; default: no end)");
+  c_recover->add_option("--tenant", recover.tenant, "Only this tenant's events");
+  c_recover->add_option("--slot", recover.slot, "The slot of the walhook that delivers them")->capture_default_str();
+  c_recover->add_flag("--wait", recover.wait, "Wait until every delivery is delivered or stored");
+  c_recover->add_option("--wait-timeout", recover.wait_timeout_s, "Seconds --wait waits at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
   // events
   events_args events;
   auto* c_events = app.add_subcommand("events", "List a tenant's events (reconciliation, last 30 days by default)");
@@ -230,6 +245,7 @@ int main(int argc, char** argv) {
       if (o_endpoint->count()) replay.endpoint_id = replay_endpoint;
       return cmd_replay(replay);
     }
+    if (c_recover->parsed()) return cmd_recover(recover);
     if (c_events->parsed()) return cmd_events(events);
     if (c_demo->parsed()) return cmd_demo(demo);
   } catch (const cli_error& e) {

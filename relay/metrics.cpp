@@ -47,6 +47,13 @@ std::string render_prometheus(const metrics_snapshot& s) {
   gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
         static_cast<double>(bytes_between(s.received, s.confirmed)));
   gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", s.lag_seconds);
+  counter("walhook_slot_incidents_total",
+          "Replication slots found missing or invalidated and created again, with a backfill from the outbox.",
+          s.slot_incidents);
+  counter("walhook_backfilled_events_total", "Outbox rows delivered again by backfills (slot incidents, walhook recover).",
+          s.events_backfilled);
+  gauge("walhook_backfills_running", "Backfills fed whose deliveries are not all done yet.",
+        static_cast<double>(s.backfills_running));
   // Early warning before PostgreSQL invalidates the slot (max_slot_wal_keep_size) or fills the disk.
   if (s.slot_wal_status) {
     header("walhook_slot_wal_status", "gauge",

@@ -33,6 +33,9 @@ struct metrics_snapshot {
   lsn confirmed;                     ///< flush LSN acknowledged to the slot
   lsn received;                      ///< highest WAL position received
   double lag_seconds = 0;            ///< how long the oldest unacknowledged transaction has waited
+  std::uint64_t slot_incidents = 0;     ///< slots found missing or invalidated and replaced (relay/recovery.hpp)
+  std::uint64_t events_backfilled = 0;  ///< outbox rows fed by backfills (slot incidents, walhook recover)
+  std::size_t backfills_running = 0;    ///< backfills fed whose deliveries are not all done
   std::vector<endpoint_metrics> endpoints;  ///< sorted by id
   /// The slot's WAL retention (pg_replication_slots), if it could be read.
   std::optional<std::string> slot_wal_status;  ///< reserved | extended | unreserved | lost

@@ -190,16 +190,26 @@ std::optional<std::vector<std::string>> parse_text_array(std::string_view s) {
   return out;
 }
 
+wal::pgoutput::relation relation_of_columns(const std::vector<std::string>& columns) {
+  wal::pgoutput::relation rel;
+  for (const auto& name : columns) rel.columns.push_back({0, name, 0, -1});
+  return rel;
+}
+
+wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>& row) {
+  namespace pgo = wal::pgoutput;
+  pgo::tuple t;
+  for (const auto& v : row)
+    t.push_back(v ? pgo::tuple_value{pgo::value_kind::text, *v} : pgo::tuple_value{pgo::value_kind::null, {}});
+  return t;
+}
+
 std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
                                            const std::vector<std::vector<std::optional<std::string>>>& rows) {
-  namespace pgo = wal::pgoutput;
-  pgo::relation rel;
-  for (const auto& name : columns) rel.columns.push_back({0, name, 0, -1});
+  const auto rel = relation_of_columns(columns);
   std::vector<endpoint> out;
   for (const auto& r : rows) {
-    pgo::tuple t;
-    for (const auto& v : r)
-      t.push_back(v ? pgo::tuple_value{pgo::value_kind::text, *v} : pgo::tuple_value{pgo::value_kind::null, {}});
+    const auto t = tuple_of_text(r);
     if (auto e = endpoint_from_row(row_view(rel, t), nullptr)) out.push_back(std::move(*e));
   }
   return out;

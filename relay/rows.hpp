@@ -33,6 +33,12 @@ class row_view {
   const wal::pgoutput::tuple& tuple_;
 };
 
+/// A whole-table read (column names, text rows with std::nullopt for NULL) in the stream's
+/// shapes, so its rows decode exactly like the stream's: a Relation of those columns, and one
+/// TupleData per row.
+wal::pgoutput::relation relation_of_columns(const std::vector<std::string>& columns);
+wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>& row);
+
 /// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
 /// carry no detail; `why` says what is wrong (missing id, tenant, type or payload). A created_at
 /// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back

@@ -42,29 +42,31 @@ boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
   return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
 }
 
-void stream_handler::on_event(const row_view& row) {
+std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket) {
   ++events_;
   std::string why;
-  auto ev = event_from_row(row, current_final_lsn_, why);
+  auto ev = event_from_row(row, commit_lsn, why);
   if (!ev) {  // no id, tenant or type: there is no delivery to record (the schema makes this rare)
     ++malformed_rows_;
     log::error("outbox.malformed_row", {{"reason", why}});
-    return;
+    return 0;
   }
   if (!why.empty()) {
     ++malformed_rows_;
     log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
   auto shared = deliveries_.track(std::move(*ev));
-  for (std::int64_t id : directory_.route(shared->tenant_id, shared->type)) {
+  const auto routes = directory_.route(shared->tenant_id, shared->type);
+  for (std::int64_t id : routes) {
     delivery::job j;
     j.ev = shared;
     j.endpoint_id = id;
-    j.ticket = current_ticket_;
-    tracker_.hold(current_ticket_);
+    j.ticket = ticket;
+    tracker_.hold(ticket);
     if (why.empty()) deliveries_.submit(std::move(j));
     else deliveries_.submit_dead(std::move(j), why);  // recorded with its reason, never skipped
   }
+  return routes.size();
 }
 
 void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row) {
@@ -110,7 +112,7 @@ boost::system::error_code stream_handler::on_message(const pgo::relation& r) {
 boost::system::error_code stream_handler::on_message(const pgo::insert& m) {
   const auto* rel = relations_.find(m.relation_oid);
   if (!rel) return wal::errc::unknown_relation;
-  if (m.relation_oid == outbox_oid_) on_event(row_view(*rel, m.new_tuple));
+  if (m.relation_oid == outbox_oid_) deliver_row(row_view(*rel, m.new_tuple), current_final_lsn_, current_ticket_);
   else if (m.relation_oid == endpoints_oid_) apply_endpoint(row_view(*rel, m.new_tuple));
   return {};
 }

@@ -35,6 +35,10 @@ class stream_handler {
   boost::system::error_code handle(const wal::stream_event& ev);
   /// A new session: Relation messages and open transactions of the old one are forgotten.
   void reset();
+  /// An outbox row, from the stream or a backfill (relay/backfill.hpp): becomes an event routed
+  /// to the tenant's endpoints, each delivery holding `ticket`; a malformed one's deliveries are
+  /// recorded dead with the reason. `commit_lsn` orders merges. Returns the deliveries made.
+  std::size_t deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket);
 
   /// Between a Begin and its Commit.
   bool in_transaction() const { return current_ticket_ != 0; }
@@ -55,7 +59,6 @@ class stream_handler {
   error_code on_message(const wal::pgoutput::origin&) { return {}; }
   error_code on_message(const wal::pgoutput::type&) { return {}; }
   error_code on_message(const wal::pgoutput::logical_message& m);
-  void on_event(const row_view& row);
   void apply_endpoint(const row_view& row, const row_view* old_row = nullptr);
   void remove_endpoint(const row_view& row);
 

@@ -55,7 +55,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   bool any_upsert = false, any_update = false;
   // The last health write per endpoint, the highest progress per (slot, system).
   std::map<std::int64_t, const health_write*> latest_health;
-  std::map<std::pair<std::string, std::string>, lsn> latest_progress;
+  std::map<std::pair<std::string, std::string>, std::pair<lsn, std::optional<std::string>>> latest_progress;
   std::vector<const removal_streamed*> removals;
   // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
   // newest event is written — by commit LSN, since failures of attempts that ran at the same
@@ -103,8 +103,9 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     } else if (const auto* h = std::get_if<health_write>(&writes[i])) {
       latest_health[h->endpoint_id] = h;
     } else if (const auto* p = std::get_if<progress_write>(&writes[i])) {
-      auto& v = latest_progress[{p->slot, p->system_id}];
-      v = std::max(v, p->confirmed_lsn);
+      auto& [position, snapshot] = latest_progress[{p->slot, p->system_id}];
+      position = std::max(position, p->confirmed_lsn);
+      if (p->delivered_snapshot) snapshot = p->delivered_snapshot;  // queued later: taken later
     } else if (const auto* r = std::get_if<removal_streamed>(&writes[i])) {
       removals.push_back(r);
     }
@@ -143,8 +144,9 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     out.push_back({std::string(statements::await_removal), {id}});
     out.push_back({std::string(statements::forget_removed_endpoint), {id, std::to_string(r->xid)}});
   }
-  for (const auto& [key, position] : latest_progress)
-    out.push_back({std::string(statements::record_progress), {key.first, key.second, position.to_string()}});
+  for (const auto& [key, progress] : latest_progress)
+    out.push_back({std::string(statements::record_progress),
+                   {key.first, key.second, progress.first.to_string(), progress.second}});
   return out;
 }
 

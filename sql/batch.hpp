@@ -7,7 +7,8 @@
 //   * of several pending upserts with one (endpoint, merge key), only the newest (last queued,
 //     i.e. commit order) is written: the others are merged into it;
 //   * of several health writes of one endpoint, the last wins (and `disable` comes with it);
-//   * of several progress writes of one (slot, system), the highest LSN wins;
+//   * of several progress writes of one (slot, system), the highest LSN wins, with the last
+//     delivered snapshot given;
 //   * statements run in a fixed order: upserts, updates, health, disable, progress — so an
 //     update by (endpoint, event) finds the row an upsert of the same batch created.
 
@@ -21,7 +22,7 @@ namespace walhook::sql {
 
 /// The statements for `writes` (empty if there is nothing to write). Each statement's SQL is one
 /// of sql/statements/*.sql; its single parameter is a jsonb array (disable: a bigint[] literal;
-/// progress: slot, system id, LSN text).
+/// progress: slot, system id, LSN text, delivered snapshot or NULL).
 std::vector<pg::statement> build_batch(std::span<const write> writes);
 
 }  // namespace walhook::sql

@@ -15,11 +15,15 @@ GRANT UPDATE (status, updated_at) ON walhook.endpoints TO walhook_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.deliveries, walhook.endpoint_health, walhook.slot_progress
   TO walhook_relay;
 GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies of removed endpoints (migration 004)
+GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfills after a slot loss (migration 005)
+GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 
 CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_app;
-GRANT INSERT, SELECT (id) ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
+-- Not xid: its default (the inserting transaction) is what lets walhook backfill after a slot loss.
+GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at), SELECT (id)
+  ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
 GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;
 
@@ -27,5 +31,6 @@ CREATE ROLE walhook_admin LOGIN PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;
 GRANT SELECT ON walhook.outbox TO walhook_admin;
+GRANT SELECT, INSERT ON walhook.recoveries TO walhook_admin;  -- walhook recover
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_admin;

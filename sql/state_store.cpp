@@ -41,6 +41,16 @@ bool strip_free_text(write& w) {
 
 std::int64_t to_int64(std::string_view s) { return std::stoll(std::string(s)); }
 
+text_rows as_text_rows(const pg::query_result& res) {
+  text_rows out;
+  for (int c = 0; c < res.columns(); ++c) out.columns.emplace_back(PQfname(res.get(), c));
+  for (int r = 0; r < res.rows(); ++r) {
+    auto& row = out.rows.emplace_back();
+    for (int c = 0; c < res.columns(); ++c) row.push_back(res.optional_value(r, c));
+  }
+  return out;
+}
+
 /// A refusal because of the data itself (SQLSTATE classes 22 data exception, 23 integrity
 /// constraint violation, 54 program limit exceeded — e.g. an index row too large — and P0, a
 /// PL/pgSQL trigger's RAISE): writing the same row again can never succeed.
@@ -374,12 +384,101 @@ asio::awaitable<boost::system::result<long>> state_store::reset_stale_sending(st
   co_return res->affected();
 }
 
-asio::awaitable<boost::system::result<std::pair<lsn, std::string>>> state_store::load_progress(const std::string& slot) {
+asio::awaitable<boost::system::result<slot_record>> state_store::load_progress(const std::string& slot) {
   pg::params args{slot};
   auto res = co_await impl_->read(statements::load_progress, std::move(args));
   if (!res) co_return res.error();
-  if (res->rows() == 0) co_return std::pair<lsn, std::string>{};
-  co_return std::pair<lsn, std::string>{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1))};
+  if (res->rows() == 0) co_return slot_record{};
+  co_return slot_record{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1)), res->value(0, 2) == "t"};
+}
+
+asio::awaitable<boost::system::result<std::pair<std::string, lsn>>> state_store::current_snapshot() {
+  auto res = co_await impl_->read(statements::current_snapshot, {});
+  if (!res) co_return res.error();
+  co_return std::pair<std::string, lsn>{std::string(res->value(0, 0)), lsn::parse(res->value(0, 1)).value_or(lsn{})};
+}
+
+asio::awaitable<boost::system::result<std::string>> state_store::import_snapshot(const std::string& name) {
+  auto& s = *impl_;
+  auto guard = co_await s.reader_mutex.scoped_lock();
+  if (!s.reader_conn.is_open()) {
+    if (auto ec = co_await open_session(s.reader_conn, s.options.conninfo, s.options.application_name + "-reader", 10s))
+      co_return ec;
+  }
+  // Three commands in one transaction, with the reader to ourselves (the mutex): nothing else
+  // may run inside it. Any failure closes the session, so no transaction is left open.
+  auto begin = co_await s.reader_conn.async_simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", s.options.statement_timeout);
+  if (begin) begin = co_await s.reader_conn.async_simple("SET TRANSACTION SNAPSHOT " + pg::quote_literal(name), s.options.statement_timeout);
+  if (!begin) {
+    s.reader_conn.close();
+    co_return begin.error();
+  }
+  auto snap = co_await s.reader_conn.async_exec("SELECT pg_current_snapshot()::text", {}, s.options.statement_timeout);
+  auto commit = co_await s.reader_conn.async_simple("COMMIT", s.options.statement_timeout);
+  if (!snap || !commit) {
+    s.reader_conn.close();
+    co_return snap ? commit.error() : snap.error();
+  }
+  co_return std::string(snap->value(0, 0));
+}
+
+asio::awaitable<boost::system::result<std::pair<std::int64_t, bool>>> state_store::begin_slot_incident(
+    const std::string& slot, const std::string& reason, const std::string& system_id) {
+  pg::params args{slot, reason, system_id};
+  auto res = co_await impl_->read(statements::begin_slot_incident, std::move(args));
+  if (!res) co_return res.error();
+  co_return std::pair<std::int64_t, bool>{to_int64(res->value(0, 0)), res->value(0, 1) == "t"};
+}
+
+asio::awaitable<boost::system::error_code> state_store::slot_replaced(const std::string& slot, const std::string& system_id,
+                                                                      lsn consistent_point, const std::string& snapshot,
+                                                                      std::optional<std::int64_t> incident) {
+  pg::params args{slot, system_id, consistent_point.to_string(), snapshot,
+                  incident ? std::optional<std::string>(std::to_string(*incident)) : std::nullopt};
+  auto res = co_await impl_->read(statements::slot_replaced, std::move(args));
+  co_return res ? boost::system::error_code{} : res.error();
+}
+
+asio::awaitable<boost::system::result<std::vector<recovery>>> state_store::open_recoveries(const std::string& slot) {
+  pg::params args{slot};
+  auto res = co_await impl_->read(statements::open_recoveries, std::move(args));
+  if (!res) co_return res.error();
+  std::vector<recovery> out;
+  for (int r = 0; r < res->rows(); ++r)
+    out.push_back({to_int64(res->value(r, 0)), std::string(res->value(r, 1)), std::string(res->value(r, 2)),
+                   res->optional_value(r, 3), res->optional_value(r, 4), res->optional_value(r, 5),
+                   res->optional_value(r, 6), res->optional_value(r, 7)});
+  co_return out;
+}
+
+asio::awaitable<boost::system::result<std::vector<std::string>>> state_store::recovery_event_ids(std::int64_t id) {
+  pg::params args{std::to_string(id)};
+  auto res = co_await impl_->read(statements::recovery_event_ids, std::move(args));
+  if (!res) co_return res.error();
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(res->rows()));
+  for (int r = 0; r < res->rows(); ++r) out.emplace_back(res->value(r, 1));
+  co_return out;
+}
+
+asio::awaitable<boost::system::result<text_rows>> state_store::recovery_events(std::span<const std::string> ids) {
+  std::string array = "{";
+  for (const auto& id : ids) {
+    if (array.size() > 1) array += ',';
+    array += id;  // uuid text: no quoting needed
+  }
+  array += '}';
+  pg::params args{array};
+  auto res = co_await impl_->read(statements::recovery_events, std::move(args));
+  if (!res) co_return res.error();
+  co_return as_text_rows(*res);
+}
+
+asio::awaitable<boost::system::error_code> state_store::recovery_done(std::int64_t id, std::int64_t events,
+                                                                      std::int64_t deliveries) {
+  pg::params args{std::to_string(id), std::to_string(events), std::to_string(deliveries)};
+  auto res = co_await impl_->read(statements::recovery_done, std::move(args));
+  co_return res ? boost::system::error_code{} : res.error();
 }
 
 asio::awaitable<boost::system::result<std::optional<slot_health>>> state_store::load_slot_health(const std::string& slot) {
@@ -397,13 +496,6 @@ asio::awaitable<boost::system::result<std::optional<slot_health>>> state_store::
 asio::awaitable<boost::system::error_code> state_store::clear_removed_endpoints() {
   auto res = co_await impl_->read(statements::clear_removed_endpoints, {});
   co_return res ? boost::system::error_code{} : res.error();
-}
-
-asio::awaitable<boost::system::error_code> state_store::clear_progress(const std::string& slot) {
-  pg::params args{slot};
-  auto res = co_await impl_->read(statements::clear_progress, std::move(args));
-  if (!res) co_return res.error();
-  co_return boost::system::error_code{};
 }
 
 asio::awaitable<boost::system::result<long>> state_store::delete_expired(std::chrono::hours age, int batch) {
@@ -444,13 +536,7 @@ asio::awaitable<boost::system::result<text_rows>> state_store::load_endpoints() 
   pg::params args{};
   auto res = co_await impl_->read(statements::load_endpoints, std::move(args));
   if (!res) co_return res.error();
-  text_rows out;
-  for (int c = 0; c < res->columns(); ++c) out.columns.emplace_back(PQfname(res->get(), c));
-  for (int r = 0; r < res->rows(); ++r) {
-    auto& row = out.rows.emplace_back();
-    for (int c = 0; c < res->columns(); ++c) row.push_back(res->optional_value(r, c));
-  }
-  co_return out;
+  co_return as_text_rows(*res);
 }
 
 asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, double>>>> state_store::oldest_pending() {

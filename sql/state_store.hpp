@@ -49,6 +49,25 @@ struct text_rows {
   std::vector<std::vector<std::optional<std::string>>> rows;
 };
 
+/// walhook.slot_progress of one slot.
+struct slot_record {
+  lsn confirmed;          ///< invalid if there is no row
+  std::string system_id;  ///< the cluster it was recorded on
+  /// A delivered snapshot was recorded: a slot of this name existed here, so its absence is an
+  /// incident to recover from, not a first start.
+  bool has_delivered_snapshot = false;
+};
+
+/// An open row of walhook.recoveries: a slot incident's range of snapshots, or an operator's
+/// range of created_at (RFC 3339 UTC), optionally for one tenant.
+struct recovery {
+  std::int64_t id = 0;
+  std::string state;  ///< creating_slot | pending
+  std::string reason;
+  std::optional<std::string> since_snapshot, until_snapshot;
+  std::optional<std::string> since_time, until_time, tenant_id;
+};
+
 /// A slot's WAL retention as PostgreSQL reports it (pg_replication_slots, PostgreSQL 13+).
 struct slot_health {
   std::string wal_status;                   ///< reserved | extended | unreserved | lost ("" if unknown)
@@ -104,11 +123,34 @@ class state_store final : public store {
   boost::asio::awaitable<boost::system::result<long>> reset_stale_sending(std::chrono::seconds older_than,
                                                                           std::vector<delivery_key> owned);
 
-  /// The position recorded in walhook.slot_progress for a slot, with the system identifier of
-  /// the cluster it was recorded on ({invalid, ""} if none).
-  boost::asio::awaitable<boost::system::result<std::pair<lsn, std::string>>> load_progress(const std::string& slot);
-  /// Forgets the recorded position (the slot was just created).
-  boost::asio::awaitable<boost::system::error_code> clear_progress(const std::string& slot);
+  /// The position recorded in walhook.slot_progress for a slot ({invalid, "", false} if none).
+  boost::asio::awaitable<boost::system::result<slot_record>> load_progress(const std::string& slot);
+
+  // --- slot loss and backfills (sql/migrations/005_slot_recovery.sql) ---
+
+  /// A candidate delivered snapshot: pg_current_snapshot() text, then the WAL insert position.
+  boost::asio::awaitable<boost::system::result<std::pair<std::string, lsn>>> current_snapshot();
+  /// Imports a snapshot exported by CREATE_REPLICATION_SLOT (SET TRANSACTION SNAPSHOT, in a
+  /// REPEATABLE READ READ ONLY transaction of the reader) and returns it as pg_snapshot text.
+  boost::asio::awaitable<boost::system::result<std::string>> import_snapshot(const std::string& name);
+  /// Records a slot incident before the slot is replaced (or finds the one a crash interrupted):
+  /// its id, and whether a delivered snapshot bounds its backfill from below.
+  boost::asio::awaitable<boost::system::result<std::pair<std::int64_t, bool>>> begin_slot_incident(
+      const std::string& slot, const std::string& reason, const std::string& system_id);
+  /// A slot was created (consistent point, exported snapshot as pg_snapshot text): the incident
+  /// (if any) becomes a pending backfill up to that snapshot, and the slot's progress starts over.
+  boost::asio::awaitable<boost::system::error_code> slot_replaced(const std::string& slot, const std::string& system_id,
+                                                                  lsn consistent_point, const std::string& snapshot,
+                                                                  std::optional<std::int64_t> incident);
+  /// Backfills of a slot not done yet, oldest first.
+  boost::asio::awaitable<boost::system::result<std::vector<recovery>>> open_recoveries(const std::string& slot);
+  /// The outbox event ids a backfill covers, in insertion order.
+  boost::asio::awaitable<boost::system::result<std::vector<std::string>>> recovery_event_ids(std::int64_t id);
+  /// Those outbox rows, as text with the stream's column names.
+  boost::asio::awaitable<boost::system::result<text_rows>> recovery_events(std::span<const std::string> ids);
+  /// Marks a backfill done with its counts.
+  boost::asio::awaitable<boost::system::error_code> recovery_done(std::int64_t id, std::int64_t events,
+                                                                  std::int64_t deliveries);
   /// Forgets the copies of removed endpoints (the slot was just created: it will never stream
   /// those removals).
   boost::asio::awaitable<boost::system::error_code> clear_removed_endpoints();

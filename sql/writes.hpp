@@ -90,6 +90,10 @@ struct progress_write {
   std::string slot;
   std::string system_id;  ///< IDENTIFY_SYSTEM's systemid of the cluster the position belongs to
   lsn confirmed_lsn;
+  /// pg_snapshot text of a snapshot every transaction visible in which is handled (its WAL
+  /// insert position read right after it is at or before confirmed_lsn); empty: keep the
+  /// recorded one. The lower bound of a backfill after a slot loss (sql/migrations/005).
+  std::optional<std::string> delivered_snapshot;
 };
 
 /// walhook streamed the removal (DELETE or a changed id; TRUNCATE when endpoint_id is empty) of an

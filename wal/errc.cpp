@@ -31,6 +31,10 @@ class wal_category final : public boost::system::error_category {
         return "replication slot is active for another process";
       case errc::not_logical:
         return "wal_level is not 'logical'";
+      case errc::slot_missing:
+        return "replication slot does not exist";
+      case errc::slot_invalidated:
+        return "replication slot was invalidated (wal_status 'lost')";
     }
     return "unknown walhook.wal error " + std::to_string(ev);
   }

@@ -16,6 +16,8 @@ enum class errc {
   server_error,          ///< the server refused a replication command
   slot_in_use,           ///< the slot is active for another process (SQLSTATE 55006)
   not_logical,           ///< wal_level is not 'logical'
+  slot_missing,          ///< the slot does not exist (and stream_options::create_slot is off)
+  slot_invalidated,      ///< the slot exists but PostgreSQL invalidated it (wal_status 'lost')
 };
 
 const boost::system::error_category& category();

@@ -33,6 +33,7 @@ struct replication_stream::impl {
   lsn received;
   bool reply_owed = false;
   bool streaming = false;
+  bool opened = false;  ///< connected and inspected by async_open(), in command mode
   clock::time_point last_status{};
   clock::time_point last_server_message{};
   std::string last_error;
@@ -77,13 +78,15 @@ void replication_stream::interrupt() {
 
 void replication_stream::close() {
   impl_->streaming = false;
+  impl_->opened = false;
   impl_->conn.close();
 }
 
-asio::awaitable<error_code> replication_stream::async_start() {
+asio::awaitable<error_code> replication_stream::async_open() {
   auto& s = *impl_;
   s.streaming = false;
   s.reply_owed = false;
+  s.opened = false;
   auto fail = [&s](error_code ec, std::string why) {
     s.last_error = std::move(why);
     s.conn.close();
@@ -116,14 +119,17 @@ asio::awaitable<error_code> replication_stream::async_start() {
                                                   level->value(0, 0)));
 
   std::string slot_query = fmt::format(
-      "SELECT plugin, database = current_database(), confirmed_flush_lsn, active_pid FROM pg_replication_slots "
-      "WHERE slot_name = {}",
+      "SELECT plugin, database = current_database(), confirmed_flush_lsn, active_pid, coalesce(wal_status, '') "
+      "FROM pg_replication_slots WHERE slot_name = {}",
       pg::quote_literal(s.options.slot));
   auto slot = co_await s.conn.async_simple(slot_query, timeout);
   if (!slot) co_return fail(slot.error(), s.conn.last_error());
   s.info.slot_created = false;
   if (slot->rows() == 0) {
-    if (!s.options.create_slot) co_return fail(errc::server_error, fmt::format("replication slot \"{}\" does not exist", s.options.slot));
+    if (!s.options.create_slot) {
+      s.last_error = fmt::format("replication slot \"{}\" does not exist", s.options.slot);
+      co_return errc::slot_missing;  // the connection stays open for async_create_slot()
+    }
     auto created = co_await s.conn.async_simple(
         fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'nothing')", pg::quote_identifier(s.options.slot)),
         std::chrono::milliseconds{60000});
@@ -140,7 +146,28 @@ asio::awaitable<error_code> replication_stream::async_start() {
                                                    slot->value(0, 0)));
   if (slot->value(0, 1) != "t")
     co_return fail(errc::server_error, fmt::format("replication slot \"{}\" belongs to another database", s.options.slot));
+  if (slot->value(0, 4) == "lost") {
+    s.last_error = fmt::format("replication slot \"{}\" was invalidated: PostgreSQL removed WAL it needed "
+                               "(max_slot_wal_keep_size)", s.options.slot);
+    co_return errc::slot_invalidated;  // the connection stays open for async_create_slot()
+  }
   s.info.slot_confirmed = lsn::parse(slot->value(0, 2)).value_or(lsn{});
+  s.opened = true;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> replication_stream::async_start() {
+  auto& s = *impl_;
+  if (!s.opened || !s.conn.is_open()) {
+    if (auto ec = co_await async_open()) co_return ec;
+  }
+  s.opened = false;  // whatever happens next, the connection leaves command mode
+  auto fail = [&s](error_code ec, std::string why) {
+    s.last_error = std::move(why);
+    s.conn.close();
+    return ec;
+  };
+  auto timeout = s.options.connect_timeout;
   lsn resume = s.resume;
   if (resume.valid() && (s.resume_system_id != s.info.system_id || resume > s.info.server_flush)) {
     log::warn("replication.progress_ignored", {{"recorded_lsn", resume.to_string()},
@@ -150,7 +177,9 @@ asio::awaitable<error_code> replication_stream::async_start() {
     resume = lsn{};
   }
   s.info.start = s.info.slot_created ? s.info.slot_confirmed : std::max(s.info.slot_confirmed, resume);
-  s.confirmed = std::max(s.confirmed, s.info.start);
+  // A new slot starts a new history: what was acknowledged to the old one means nothing here (after
+  // a failover, the old primary's positions can even lie ahead of this server's WAL).
+  s.confirmed = s.info.slot_created ? s.info.start : std::max(s.confirmed, s.info.start);
 
   std::string pubs;
   for (const auto& p : s.options.publications) {
@@ -173,6 +202,45 @@ asio::awaitable<error_code> replication_stream::async_start() {
   s.last_status = s.options.clock->steady_now() - s.options.status_interval;  // first update at once
   s.last_server_message = s.options.clock->steady_now();
   co_return error_code{};
+}
+
+asio::awaitable<boost::system::result<created_slot>> replication_stream::async_create_slot() {
+  auto& s = *impl_;
+  auto fail = [&s](error_code ec, std::string why) {
+    s.last_error = std::move(why);
+    s.conn.close();
+    return ec;
+  };
+  if (!s.conn.is_open() || s.streaming) {
+    if (auto ec = co_await async_open(); ec && ec != errc::slot_missing && ec != errc::slot_invalidated) co_return ec;
+  }
+  const auto slot = pg::quote_identifier(s.options.slot);
+  auto exists = co_await s.conn.async_simple(
+      fmt::format("SELECT 1 FROM pg_replication_slots WHERE slot_name = {}", pg::quote_literal(s.options.slot)),
+      s.options.connect_timeout);
+  if (!exists) co_return fail(exists.error(), s.conn.last_error());
+  if (exists->rows() > 0) {
+    // Only walhook streams this slot, and it holds the slot's lock: nothing waits on it.
+    auto dropped = co_await s.conn.async_simple(fmt::format("DROP_REPLICATION_SLOT {}", slot), s.options.connect_timeout);
+    if (!dropped && s.conn.last_sqlstate() != "42704")  // 42704: dropped meanwhile
+      co_return fail(dropped.error() == pg::errc::query_failed ? error_code(errc::server_error) : dropped.error(),
+                     "could not drop replication slot: " + s.conn.last_error());
+  }
+  // Waits for transactions running now to end (the slot's consistent point comes after them).
+  auto created = co_await s.conn.async_simple(
+      fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')", slot), std::chrono::milliseconds{300000});
+  if (!created)
+    co_return fail(created.error() == pg::errc::query_failed ? error_code(errc::server_error) : created.error(),
+                   "could not create replication slot: " + s.conn.last_error());
+  if (created->rows() != 1 || created->columns() < 3)
+    co_return fail(errc::server_error, "unexpected CREATE_REPLICATION_SLOT answer");
+  created_slot out;
+  out.consistent_point = lsn::parse(created->value(0, 1)).value_or(lsn{});
+  out.snapshot_name = std::string(created->value(0, 2));
+  s.info.slot_created = true;
+  s.info.slot_confirmed = out.consistent_point;
+  s.opened = true;  // async_start() streams the new slot from this connection
+  co_return out;
 }
 
 asio::awaitable<error_code> replication_stream::async_send_status(bool reply_requested) {

@@ -3,9 +3,13 @@
 // logical slot with pgoutput and keeps the slot acknowledged (PostgreSQL 15 docs, 55.4
 // "Streaming Replication Protocol").
 //
-//   async_start(): connect, IDENTIFY_SYSTEM, check wal_level, create the slot (pgoutput) if it
-//                  does not exist, START_REPLICATION SLOT … LOGICAL <confirmed_flush_lsn>
-//                  (proto_version '1', publication_names '…').
+//   async_start(): connect, IDENTIFY_SYSTEM, check wal_level, find the slot (creating it if it
+//                  does not exist and create_slot is set), START_REPLICATION SLOT … LOGICAL
+//                  <confirmed_flush_lsn> (proto_version '1', publication_names '…').
+//   async_create_slot(): CREATE_REPLICATION_SLOT … LOGICAL pgoutput (SNAPSHOT 'export') on the
+//                  connection async_start() left open after errc::slot_missing or
+//                  errc::slot_invalidated (dropping the old slot first): the caller imports the
+//                  snapshot (SET TRANSACTION SNAPSHOT) on another session before the next call.
 //   async_next():  the next decoded pgoutput message or keepalive. Sends standby status updates
 //                  on its own: at once when a keepalive requests a reply, whenever the confirmed
 //                  position moved (at most once per min_status_interval), and at least every
@@ -37,7 +41,7 @@ struct stream_options {
   std::string conninfo;  ///< libpq URL or key=value; replication=database is added
   std::string slot = "walhook";
   std::vector<std::string> publications{"walhook", "walhook_endpoints"};
-  bool create_slot = true;
+  bool create_slot = true;  ///< false: a missing slot is errc::slot_missing (the caller decides)
   bool messages = true;  ///< also stream pg_logical_emit_message() records (operator signals)
   std::chrono::milliseconds status_interval{10000};     ///< status update at least this often
   std::chrono::milliseconds min_status_interval{50};   ///< …and at most this often when confirm() moves
@@ -70,14 +74,31 @@ struct keepalive {
 
 using stream_event = std::variant<change, keepalive>;
 
+/// CREATE_REPLICATION_SLOT's answer (SNAPSHOT 'export').
+struct created_slot {
+  lsn consistent_point;       ///< transactions committing after it are in the slot, earlier ones are not
+  std::string snapshot_name;  ///< for SET TRANSACTION SNAPSHOT, valid until this connection's next command
+};
+
 class replication_stream {
  public:
   replication_stream(boost::asio::any_io_executor ex, stream_options options);
   ~replication_stream();
 
+  /// Connects and inspects (IDENTIFY_SYSTEM, wal_level, the slot) without streaming; info() is
+  /// filled. Same errors as async_start() but slot_in_use. async_start() streams from here.
+  boost::asio::awaitable<boost::system::error_code> async_open();
   /// Errors: pg::errc (connection), errc::not_logical, errc::slot_in_use (SQLSTATE 55006: another
-  /// walsender streams the slot), errc::server_error (last_error() says why).
+  /// walsender streams the slot), errc::slot_missing (create_slot off), errc::slot_invalidated
+  /// (the last two leave the connection open for async_create_slot(); info() is filled),
+  /// errc::server_error (last_error() says why).
   boost::asio::awaitable<boost::system::error_code> async_start();
+  /// Creates the slot (pgoutput, exporting its snapshot), dropping an existing one first (an
+  /// invalidated slot, or one a replacement interrupted by a crash left behind), on the connection
+  /// async_open() or a failed async_start() left open (opening one if there is none). The
+  /// connection then stays idle until close() or async_start(), which streams the new slot:
+  /// import the snapshot before either. Errors: pg::errc, errc::server_error.
+  boost::asio::awaitable<boost::system::result<created_slot>> async_create_slot();
   const system_info& info() const;
 
   /// Resume no earlier than this LSN on the next async_start(): streaming starts at the greater

@@ -1,2 +1,4 @@
--- The recorded position of slot $1 and the system identifier it belongs to.
-SELECT confirmed_lsn::text, coalesce(system_id, '') FROM walhook.slot_progress WHERE slot_name = $1
+-- The recorded position of slot $1, the system identifier it belongs to, and whether a delivered
+-- snapshot was recorded with it (a slot of this name existed: its loss is an incident).
+SELECT confirmed_lsn::text, coalesce(system_id, ''), delivered_snapshot IS NOT NULL
+  FROM walhook.slot_progress WHERE slot_name = $1

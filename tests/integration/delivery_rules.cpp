@@ -331,7 +331,10 @@ TEST_CASE("a recorded slot position from another cluster (a restored copy) is ig
   setup s("rule_restore");
   test::add_endpoint(s.db, "t", s.rcv->url("/a"), delivery::generate_secret());
   // What a dump of another cluster would carry: its system id and a position far ahead of ours.
-  s.db.exec("INSERT INTO walhook.slot_progress (slot_name, system_id, confirmed_lsn) VALUES ('rule_restore', '123', 'FF/0')");
+  s.db.exec("INSERT INTO walhook.slot_progress (slot_name, system_id, confirmed_lsn, delivered_snapshot) "
+            "VALUES ('rule_restore', '123', 'FF/0', '1000:1000:') ON CONFLICT (slot_name) DO UPDATE "
+            "SET system_id = excluded.system_id, confirmed_lsn = excluded.confirmed_lsn, "
+            "delivered_snapshot = excluded.delivered_snapshot");
   test::walhook_process walhook(test::run_args(s.url, s.slot));
   walhook.start();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));

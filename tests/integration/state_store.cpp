@@ -195,23 +195,30 @@ TEST_CASE("aggregate-ordered claims: the oldest of each aggregate only, none whi
   CHECK(second->empty());
 }
 
-TEST_CASE("slot progress is recorded and only moves forward") {
+TEST_CASE("slot progress is recorded and only moves forward; a delivered snapshot stays until a newer one") {
   fixture f("ss_progress");
-  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{1000}});
-  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{900}});
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{1000}, "100:105:101"});
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{900}, {}});
   f.flush();
   auto p = f.run(f.store->load_progress("s"));
   REQUIRE(p.has_value());
-  CHECK(p->first == walhook::lsn{1000});
-  CHECK(p->second == "sys1");
-  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{800}});
+  CHECK(p->confirmed == walhook::lsn{1000});
+  CHECK(p->system_id == "sys1");
+  CHECK(p->has_delivered_snapshot);
+  auto snapshot = [&] { return f.value("SELECT delivered_snapshot::text FROM walhook.slot_progress WHERE slot_name = 's'"); };
+  CHECK(snapshot() == "100:105:101");
+  f.store->enqueue(sql::progress_write{"s", "sys1", walhook::lsn{800}, {}});
   f.flush();
-  CHECK(f.run(f.store->load_progress("s"))->first == walhook::lsn{1000});
+  CHECK(f.run(f.store->load_progress("s"))->confirmed == walhook::lsn{1000});
+  CHECK(snapshot() == "100:105:101");
   // Another cluster (a restored copy) starts its own record, even at a lower position.
-  f.store->enqueue(sql::progress_write{"s", "sys2", walhook::lsn{500}});
+  f.store->enqueue(sql::progress_write{"s", "sys2", walhook::lsn{500}, {}});
   f.flush();
-  CHECK(*f.run(f.store->load_progress("s")) == std::pair<walhook::lsn, std::string>{walhook::lsn{500}, "sys2"});
-  CHECK(!f.run(f.store->load_progress("other"))->first.valid());
+  p = f.run(f.store->load_progress("s"));
+  CHECK(p->confirmed == walhook::lsn{500});
+  CHECK(p->system_id == "sys2");
+  CHECK(!p->has_delivered_snapshot);  // the other cluster's snapshot means nothing here
+  CHECK(!f.run(f.store->load_progress("other"))->confirmed.valid());
 }
 
 TEST_CASE("an attempt recorded 'sending' owns its row: its outcome lands by (endpoint, event); a stale reset spares owned rows") {

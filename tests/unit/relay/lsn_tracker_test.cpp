@@ -298,3 +298,27 @@ TEST_CASE("lsn_tracker: random begin/hold/release/commit/keepalive/reset sequenc
     }
   }
 }
+
+TEST_CASE("detached tickets (backfills) count their deliveries and never hold the confirmable position") {
+  lsn_tracker t;
+  auto backfill = t.begin_detached();
+  t.hold(backfill);
+  t.hold(backfill);
+  auto txn = t.begin();
+  t.hold(txn);
+  t.commit(txn, lsn{0x200});
+  t.release(txn);
+  CHECK(t.confirmable() == lsn{0x200});  // the backfill's two deliveries do not hold it
+  CHECK(t.detached_outstanding(backfill) == 2);
+  t.release(backfill);
+  t.release(backfill);
+  t.release(backfill);  // one release too many is ignored
+  CHECK(t.detached_outstanding(backfill) == 0);
+  t.end_detached(backfill);
+  t.release(backfill);  // after the end (a session ended): a no-op
+  CHECK(t.detached_outstanding(backfill) == 0);
+  // A new slot: the confirmed position starts over, even lower.
+  t.restart_at(lsn{0x100});
+  CHECK(t.confirmable() == lsn{0x100});
+  CHECK(t.open_transactions() == 0);
+}

@@ -66,7 +66,7 @@ TEST_CASE("build_batch: nothing to write, no statement") { CHECK(build_batch({})
 
 TEST_CASE("build_batch: one statement per kind, in a fixed order; upserts carry every field") {
   std::vector<sql::write> w;
-  w.push_back(progress_write{"slot", "sys", lsn{0x500}});
+  w.push_back(progress_write{"slot", "sys", lsn{0x500}, {}});
   w.push_back(health(7, 3));
   w.push_back(update(42, {}, delivery_status::delivered));
   w.push_back(pending(1, "e1"));
@@ -76,7 +76,7 @@ TEST_CASE("build_batch: one statement per kind, in a fixed order; upserts carry 
   CHECK(st[1].sql == statements::update_deliveries);
   CHECK(st[2].sql == statements::write_health);
   CHECK(st[3].sql == statements::record_progress);
-  CHECK(st[3].args == pg::params{"slot", "sys", "0/500"});
+  CHECK(st[3].args == pg::params{"slot", "sys", "0/500", std::nullopt});
   CHECK(rows_of(st[0], "commit_lsn") == std::vector<std::string>{"16/B374D848"});
   CHECK(rows_of(st[0], "status") == std::vector<std::string>{"pending"});
   CHECK(rows_of(st[0], "next_attempt_in_ms") == std::vector<std::string>{"30000"});
@@ -134,17 +134,18 @@ TEST_CASE("build_batch: the last health write per endpoint wins and brings its d
   w.push_back(h1);
   w.push_back(health(6, 9));
   w.push_back(h2);
-  w.push_back(progress_write{"s", "sys", lsn{0x900}});
-  w.push_back(progress_write{"s", "sys", lsn{0x800}});
-  w.push_back(progress_write{"s", "other", lsn{0x100}});
+  w.push_back(progress_write{"s", "sys", lsn{0x900}, "10:12:10,11"});
+  w.push_back(progress_write{"s", "sys", lsn{0x800}, {}});
+  w.push_back(progress_write{"s", "other", lsn{0x100}, {}});
   auto st = build_batch(w);
   REQUIRE(st.size() == 4);
   CHECK(rows_of(st[0], "endpoint_id") == std::vector<std::string>{"5", "6"});
   CHECK(rows_of(st[0], "consecutive_failures") == std::vector<std::string>{"2", "9"});
   CHECK(st[1].sql == statements::disable_endpoints);
   CHECK(st[1].args == pg::params{"{5}"});
-  CHECK(st[2].args == pg::params{"s", "other", "0/100"});
-  CHECK(st[3].args == pg::params{"s", "sys", "0/900"});
+  // The highest position, with the last delivered snapshot given (none: the recorded one stays).
+  CHECK(st[2].args == pg::params{"s", "other", "0/100", std::nullopt});
+  CHECK(st[3].args == pg::params{"s", "sys", "0/900", "10:12:10,11"});
 }
 
 TEST_CASE("build_batch: a mark ('sending') is an upsert like any other and never merges") {
@@ -162,7 +163,9 @@ TEST_CASE("statements: every embedded statement is there, non-empty") {
   for (auto s : {statements::upsert_deliveries, statements::update_deliveries, statements::write_health,
                  statements::disable_endpoints, statements::record_progress, statements::claim_due, statements::next_due,
                  statements::reset_stale_sending, statements::endpoints_with_backlog, statements::load_progress,
-                 statements::clear_progress, statements::delete_expired, statements::load_health,
+                 statements::slot_replaced, statements::begin_slot_incident, statements::open_recoveries,
+                 statements::recovery_event_ids, statements::recovery_events, statements::recovery_done,
+                 statements::delete_expired, statements::load_health,
                  statements::load_endpoints, statements::oldest_pending})
     CHECK(s.find("walhook.") != std::string_view::npos);
 }

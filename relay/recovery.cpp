@@ -1,0 +1,189 @@
+#include "relay/recovery.hpp"
+
+#include "common/log.hpp"
+#include "relay/dispatcher.hpp"
+#include "relay/rows.hpp"
+#include "relay/stream_handler.hpp"
+#include "sql/state_store.hpp"
+#include "wal/errc.hpp"
+#include "wal/replication_stream.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <span>
+
+namespace walhook::relay {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using boost::system::error_code;
+
+namespace {
+/// Rows read per query while backfilling.
+constexpr std::size_t backfill_batch = 500;
+/// The merge order of backfilled events: before every streamed one (they committed before the
+/// slot's consistent point, or are an operator's resend of the past).
+constexpr lsn backfill_lsn{1};
+}  // namespace
+
+slot_recovery::slot_recovery(sql::state_store& store, wal::replication_stream& stream, lsn_tracker& tracker,
+                             stream_handler& handler, dispatcher& deliveries, std::string slot)
+    : store_(store), stream_(stream), tracker_(tracker), handler_(handler), deliveries_(deliveries), slot_(std::move(slot)) {}
+
+asio::awaitable<error_code> slot_recovery::prepare_slot(error_code opened) {
+  created_at_.reset();
+  candidates_.clear();
+  const bool lost = opened == wal::errc::slot_missing || opened == wal::errc::slot_invalidated;
+  auto open = co_await store_.open_recoveries(slot_);
+  if (!open) co_return open.error();
+  const bool interrupted = std::any_of(open->begin(), open->end(), [](const auto& r) { return r.state == "creating_slot"; });
+  if (!lost && !interrupted) co_return error_code{};
+
+  const auto& system_id = stream_.info().system_id;
+  auto record = co_await store_.load_progress(slot_);
+  if (!record) co_return record.error();
+  // walhook streamed this slot on this cluster before: its absence loses events unless backfilled.
+  const bool incident = interrupted || (record->confirmed.valid() && record->system_id == system_id);
+  const std::string reason = opened == wal::errc::slot_invalidated ? "slot invalidated"
+                             : opened == wal::errc::slot_missing  ? "slot missing"
+                                                                  : "slot replacement interrupted";
+  std::optional<std::int64_t> incident_id;
+  if (incident) {
+    auto begun = co_await store_.begin_slot_incident(slot_, reason, system_id);
+    if (!begun) co_return begun.error();
+    incident_id = begun->first;
+    ++incidents_;
+    log::error("replication.slot_lost",
+               {{"slot", slot_}, {"reason", reason}, {"detail", stream_.last_error()}, {"incident", begun->first},
+                {"last_confirmed_lsn", record->confirmed.to_string()},
+                {"backfill", begun->second ? "the outbox rows committed since the last delivered snapshot are delivered "
+                                             "before the new slot is read"
+                                           : "impossible: no delivered snapshot was recorded (schema before version 5); "
+                                             "use walhook recover --since <time> for the events since walhook last ran"}});
+  }
+  auto created = co_await stream_.async_create_slot();
+  if (!created) {
+    log::error("replication.slot_create_failed", {{"slot", slot_}, {"error", stream_.last_error()}});
+    co_return created.error();
+  }
+  // The exported snapshot lives until the replication connection's next command: import it now.
+  auto snapshot = co_await store_.import_snapshot(created->snapshot_name);
+  if (!snapshot) {
+    stream_.close();
+    co_return snapshot.error();
+  }
+  if (auto ec = co_await store_.slot_replaced(slot_, system_id, created->consistent_point, *snapshot, incident_id)) {
+    stream_.close();
+    co_return ec;
+  }
+  created_at_ = created->consistent_point;
+  if (incident)
+    log::info("replication.slot_replaced", {{"slot", slot_}, {"consistent_point", created->consistent_point.to_string()},
+                                            {"incident", *incident_id}});
+  else
+    log::warn("replication.slot_created",
+              {{"slot", slot_}, {"consistent_point", created->consistent_point.to_string()},
+               {"note", "the slot did not exist: events committed before this moment are not in it (walhook migrate "
+                        "creates it ahead of time)"}});
+  co_return error_code{};
+}
+
+asio::awaitable<void> slot_recovery::wait_a_little(bool before_streaming) {
+  if (before_streaming) {
+    (void)co_await stream_.async_hold(50ms);  // keeps the walsender's status updates going
+    co_return;
+  }
+  asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+  co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+asio::awaitable<error_code> slot_recovery::feed(bool before_streaming, std::function<bool()> keep_going) {
+  auto open = co_await store_.open_recoveries(slot_);
+  if (!open) co_return open.error();
+  for (const auto& r : *open) {
+    if (r.state != "pending" || fed_.contains(r.id)) continue;
+    if (auto ec = co_await feed_one(r, before_streaming, keep_going)) co_return ec;
+  }
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> slot_recovery::feed_one(const sql::recovery& r, bool before_streaming,
+                                                    const std::function<bool()>& keep_going) {
+  auto ids = co_await store_.recovery_event_ids(r.id);
+  if (!ids) co_return ids.error();
+  running run{tracker_.begin_detached(), r.reason, 0, 0, steady_clock::now()};
+  log::info("recovery.backfill_started", {{"slot", slot_}, {"recovery", r.id}, {"reason", r.reason},
+                                          {"events", static_cast<std::uint64_t>(ids->size())}});
+  for (std::size_t at = 0; at < ids->size(); at += backfill_batch) {
+    // The byte budget and full queues hold a backfill exactly like the stream.
+    while (deliveries_.must_hold()) {
+      if (!keep_going()) break;
+      co_await wait_a_little(before_streaming);
+    }
+    if (!keep_going()) {
+      tracker_.end_detached(run.ticket);
+      co_return error_code(pg::errc::cancelled);
+    }
+    const auto n = std::min(backfill_batch, ids->size() - at);
+    auto rows = co_await store_.recovery_events(std::span<const std::string>(ids->data() + at, n));
+    if (!rows) {
+      tracker_.end_detached(run.ticket);
+      co_return rows.error();
+    }
+    const auto rel = relation_of_columns(rows->columns);
+    for (const auto& row : rows->rows) {
+      const auto tuple = tuple_of_text(row);
+      run.deliveries += static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), backfill_lsn, run.ticket));
+      ++run.events;
+    }
+    if (before_streaming) (void)co_await stream_.async_hold(0ms);  // a status update if one is due
+  }
+  events_backfilled_ += static_cast<std::uint64_t>(run.events);
+  log::info("recovery.backfill_fed", {{"recovery", r.id}, {"events", run.events}, {"deliveries", run.deliveries}});
+  fed_.emplace(r.id, std::move(run));
+  co_return error_code{};
+}
+
+asio::awaitable<void> slot_recovery::finish() {
+  for (auto it = fed_.begin(); it != fed_.end();) {
+    auto& [id, run] = *it;
+    if (tracker_.detached_outstanding(run.ticket) > 0) {
+      ++it;
+      continue;
+    }
+    if (auto ec = co_await store_.recovery_done(id, run.events, run.deliveries)) {
+      log::warn("recovery.done_not_recorded", {{"recovery", id}, {"error", store_.last_read_error()}});
+      co_return;  // tried again on the next call
+    }
+    const double seconds = std::chrono::duration<double>(steady_clock::now() - run.started).count();
+    log::info("recovery.done", {{"slot", slot_}, {"recovery", id}, {"reason", run.reason}, {"events", run.events},
+                                {"deliveries", run.deliveries}, {"seconds", seconds}});
+    tracker_.end_detached(run.ticket);
+    it = fed_.erase(it);
+  }
+}
+
+void slot_recovery::end_session() {
+  for (auto& [id, run] : fed_) tracker_.end_detached(run.ticket);
+  fed_.clear();
+}
+
+void slot_recovery::add_candidate(std::string snapshot, lsn insert_position) {
+  if (!candidates_.empty() && insert_position <= candidates_.back().second) return;
+  candidates_.emplace_back(std::move(snapshot), insert_position);
+  if (candidates_.size() > 120) candidates_.pop_front();  // the ack is minutes behind: keep the newest
+}
+
+std::optional<std::string> slot_recovery::take_delivered(lsn confirmed) {
+  std::optional<std::string> out;
+  while (!candidates_.empty() && candidates_.front().second <= confirmed) {
+    out = std::move(candidates_.front().first);
+    candidates_.pop_front();
+  }
+  return out;
+}
+
+}  // namespace walhook::relay
