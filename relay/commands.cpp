@@ -74,6 +74,31 @@ void wake_relay(blocking_db& db, long long endpoint_id, const char* what = "wake
 
 // ------------------------------------------------------------------------------------ migrate
 
+namespace {
+
+struct exported_slot {
+  std::string system_id;         ///< IDENTIFY_SYSTEM
+  std::string consistent_point;  ///< LSN text
+  std::string snapshot;          ///< the exported snapshot as pg_snapshot text
+};
+
+/// Creates a logical slot (pgoutput) exporting its snapshot, and reads that snapshot back as
+/// pg_snapshot text: recorded as delivered, it is what lets walhook tell after a slot loss which
+/// outbox rows the lost slot held (relay/recovery.hpp).
+exported_slot create_exported_slot(blocking_db& db, const std::string& url, const std::string& slot) {
+  blocking_db repl(url, "walhook-migrate", true);
+  auto system = repl.simple("IDENTIFY_SYSTEM");
+  auto created =
+      repl.simple(fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')", pg::quote_identifier(slot)));
+  db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  db.simple("SET TRANSACTION SNAPSHOT " + pg::quote_literal(std::string(created.value(0, 2))));
+  auto snapshot = db.exec("SELECT pg_current_snapshot()::text");
+  db.exec("COMMIT");
+  return {std::string(system.value(0, 0)), std::string(created.value(0, 1)), std::string(snapshot.value(0, 0))};
+}
+
+}  // namespace
+
 int cmd_migrate(const migrate_args& a) {
   // The migrations run on the async connection, driven to completion here.
   asio::io_context ioc;
@@ -95,15 +120,38 @@ int cmd_migrate(const migrate_args& a) {
   for (const auto& name : report->applied) std::cout << "applied " << name << "\n";
   std::cout << "schema version " << report->current_version << (report->applied.empty() ? " (up to date)" : "")
             << "\n";
-  if (!a.create_slot) return 0;
-
   blocking_db db(a.database_url);
-  pg::params slot{a.slot};
+  if (a.shard.sharded()) {
+    // The first shard migrated sets the layout; another count needs walhook reshard.
+    if (db.exec("SELECT 1 FROM walhook.slot_progress WHERE slot_name = $1 AND NOT EXISTS (SELECT 1 FROM walhook.shard_layout)",
+                pg::params{a.slot})
+            .rows() > 0)
+      throw cli_error(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
+                                  "--to {}, which loses nothing",
+                                  a.slot, a.shard.count));
+    db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO NOTHING",
+            pg::params{std::to_string(a.shard.count)});
+    auto shards = db.exec("SELECT shards FROM walhook.shard_layout");
+    if (std::stoi(std::string(shards.value(0, 0))) != a.shard.count)
+      throw cli_error(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
+                                  shards.value(0, 0), a.shard.count, shards.value(0, 0), a.shard.count));
+    // The shard's row-filtered publications (relay/shard.hpp), once.
+    const auto names = shard_publications(a.shard);
+    const auto ddl = shard_publication_ddl(a.shard);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", pg::params{names[i]}).rows() > 0) continue;
+      db.exec(ddl[i]);
+      std::cout << "created publication " << names[i] << " (shard " << a.shard.index << " of " << a.shard.count << ")\n";
+    }
+  }
+  if (!a.create_slot) return 0;
+  const std::string slot_name = shard_slot(a.slot, a.shard);
+  pg::params slot{slot_name};
   auto exists = db.exec("SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", slot);
   if (exists.rows() > 0) {
     if (exists.value(0, 0) != "pgoutput")
-      throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", a.slot, exists.value(0, 0)));
-    std::cout << "replication slot " << a.slot << " exists\n" << wal_keep_advice(db) << "\n";
+      throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
+    std::cout << "replication slot " << slot_name << " exists\n" << wal_keep_advice(db) << "\n";
     return 0;
   }
   auto level = db.exec("SELECT current_setting('wal_level')");
@@ -112,24 +160,13 @@ int cmd_migrate(const migrate_args& a) {
                                 "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
                                 level.value(0, 0)));
   try {
-    // Created with its snapshot exported: the snapshot, recorded as delivered, is what lets
-    // walhook tell after a slot loss which outbox rows the lost slot held (relay/recovery.hpp).
     // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
-    blocking_db repl(a.database_url, "walhook-migrate", true);
-    auto system = repl.simple("IDENTIFY_SYSTEM");
-    auto created = repl.simple(fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
-                                           pg::quote_identifier(a.slot)));
-    db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    db.simple("SET TRANSACTION SNAPSHOT " + pg::quote_literal(std::string(created.value(0, 2))));
-    auto snapshot = db.exec("SELECT pg_current_snapshot()::text");
-    db.exec("COMMIT");
-    db.exec(std::string(sql::statements::slot_replaced),
-            {a.slot, std::string(system.value(0, 0)), std::string(created.value(0, 1)),
-             std::string(snapshot.value(0, 0)), std::nullopt});
+    auto x = create_exported_slot(db, a.database_url, slot_name);
+    db.exec(std::string(sql::statements::slot_replaced), {slot_name, x.system_id, x.consistent_point, x.snapshot, std::nullopt});
   } catch (const cli_error& e) {
     throw cli_error(std::string("could not create the replication slot: ") + e.what());
   }
-  std::cout << "created replication slot " << a.slot << " (pgoutput): events published from now on are kept for walhook\n"
+  std::cout << "created replication slot " << slot_name << " (pgoutput): events published from now on are kept for walhook\n"
             << wal_keep_advice(db) << "\n";
   return 0;
 }
@@ -314,42 +351,128 @@ int cmd_recover(const recover_args& a) {
   if (a.since.empty()) throw cli_error("give --since TIME (events created at or after it are delivered again)");
   blocking_db db(a.database_url);
   require_schema(db);
-  pg::params p{a.slot, a.since, a.until.empty() ? std::nullopt : std::optional<std::string>(a.until),
-               a.tenant.empty() ? std::nullopt : std::optional<std::string>(a.tenant),
-               fmt::format("operator: walhook recover --since {}{}{}", a.since, a.until.empty() ? "" : " --until " + a.until,
-                           a.tenant.empty() ? "" : " --tenant " + a.tenant)};
-  auto r = db.exec(R"sql(
-WITH request AS (
-  INSERT INTO walhook.recoveries (slot_name, reason, since_time, until_time, tenant_id, requested_by)
-  VALUES ($1, $5, $2::timestamptz, $3::timestamptz, $4, current_user)
-  RETURNING id, since_time, until_time, tenant_id
-)
-SELECT r.id, (SELECT count(*) FROM walhook.outbox o
-               WHERE o.created_at >= r.since_time AND (r.until_time IS NULL OR o.created_at < r.until_time)
-                 AND (r.tenant_id IS NULL OR o.tenant_id = r.tenant_id))
-  FROM request r)sql",
-                   p);
-  const std::string id(r.value(0, 0));
-  std::cout << "recovery " << id << ": " << r.value(0, 1) << " events to deliver again through the walhook streaming slot "
-            << a.slot << " (same webhook-ids: receivers that dedupe see each once)\n";
+  const auto optional_text = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); };
+  const std::string reason = fmt::format("operator: walhook recover --since {}{}{}", a.since,
+                                         a.until.empty() ? "" : " --until " + a.until,
+                                         a.tenant.empty() ? "" : " --tenant " + a.tenant);
+  // One request per walhook: each shard backfills its own tenants' events (relay/shard.hpp).
+  std::vector<std::string> slots;
+  for (int k = 0; k < a.shards; ++k) slots.push_back(shard_slot(a.slot, {k, a.shards}));
+  auto count = db.exec(R"sql(
+SELECT count(*) FROM walhook.outbox
+ WHERE created_at >= $1::timestamptz AND ($2::timestamptz IS NULL OR created_at < $2::timestamptz)
+   AND ($3::text IS NULL OR tenant_id = $3))sql",
+                       pg::params{a.since, optional_text(a.until), optional_text(a.tenant)});
+  std::vector<std::string> ids;
+  db.exec("BEGIN");
+  for (const auto& slot : slots)
+    ids.emplace_back(db.exec(R"sql(
+INSERT INTO walhook.recoveries (slot_name, reason, since_time, until_time, tenant_id, requested_by)
+VALUES ($1, $2, $3::timestamptz, $4::timestamptz, $5, current_user) RETURNING id)sql",
+                             pg::params{slot, reason, a.since, optional_text(a.until), optional_text(a.tenant)})
+                         .value(0, 0));
+  db.exec("COMMIT");
+  std::string listed;
+  for (const auto& id : ids) listed += (listed.empty() ? "" : ", ") + id;
+  std::cout << "recovery " << listed << ": " << count.value(0, 0) << " events to deliver again through the walhook"
+            << (slots.size() > 1 ? "s streaming slots " + slots.front() + " … " + slots.back() : " streaming slot " + slots.front())
+            << " (same webhook-ids: receivers that dedupe see each once)\n";
   if (!a.wait) {
     std::cout << "walhook run picks it up within 2 s; see walhook status for its progress\n";
     return 0;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{a.wait_timeout_s};
   for (;;) {
-    auto st = db.exec("SELECT state, coalesce(events, 0), coalesce(deliveries, 0) FROM walhook.recoveries WHERE id = $1",
-                      pg::params{id});
-    if (st.value(0, 0) == "done") {
-      std::cout << "recovery " << id << " done: " << st.value(0, 1) << " events, " << st.value(0, 2)
+    auto st = db.exec(R"sql(
+SELECT count(*) FILTER (WHERE state <> 'done'), coalesce(sum(events), 0), coalesce(sum(deliveries), 0)
+  FROM walhook.recoveries WHERE id = ANY ($1::bigint[]))sql",
+                      pg::params{"{" + listed + "}"});
+    if (st.value(0, 0) == "0") {
+      std::cout << "recovery " << listed << " done: " << st.value(0, 1) << " events, " << st.value(0, 2)
                 << " deliveries delivered or stored\n";
       return 0;
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      throw cli_error(fmt::format("recovery {} is not done after {} s (is walhook run streaming slot {}?)", id,
-                                  a.wait_timeout_s, a.slot));
+      throw cli_error(fmt::format("recovery {} is not done after {} s (is walhook run streaming slot {}?)", listed,
+                                  a.wait_timeout_s, slots.size() > 1 ? "each of " + slots.front() + " …" : slots.front()));
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
   }
+}
+
+int cmd_reshard(const reshard_args& a) {
+  if (a.from == a.to) throw cli_error(fmt::format("--from and --to are both {}: nothing to do", a.from));
+  blocking_db db(a.database_url);
+  require_schema(db);
+  const auto current = std::stoi(std::string(db.exec("SELECT coalesce((SELECT shards FROM walhook.shard_layout), 1)").value(0, 0)));
+  if (current != a.from) throw cli_error(fmt::format("this database is split into {} shard(s), not {}", current, a.from));
+  std::vector<std::string> old_slots, new_slots;
+  for (int k = 0; k < a.from; ++k) old_slots.push_back(shard_slot(a.slot, {k, a.from}));
+  for (int k = 0; k < a.to; ++k) new_slots.push_back(shard_slot(a.slot, {k, a.to}));
+  auto array = [](const std::vector<std::string>& v) {
+    std::string out = "{";
+    for (const auto& x : v) out += (out.size() > 1 ? "," : "") + ("\"" + x + "\"");
+    return out + "}";
+  };
+  // The old layout must be stopped (each walhook's SIGTERM finishes its work and records how far
+  // it got), its backfills done, and every slot must have a delivered snapshot: the oldest of
+  // them is where the new shards' backfills start.
+  auto active = db.exec("SELECT string_agg(slot_name, ', ') FROM pg_replication_slots WHERE slot_name = ANY ($1) AND active",
+                        pg::params{array(old_slots)});
+  if (!active.is_null(0, 0))
+    throw cli_error(fmt::format("slot(s) {} are streamed: stop the walhooks of the old layout first (SIGTERM; each records "
+                                "how far it got), then run walhook reshard again",
+                                active.value(0, 0)));
+  if (db.exec("SELECT 1 FROM walhook.recoveries WHERE slot_name = ANY ($1) AND state IN ('creating_slot', 'pending')",
+              pg::params{array(old_slots)})
+          .rows() > 0)
+    throw cli_error("the old layout has backfills not done yet: run it until walhook status shows them done");
+  auto taken = db.exec("SELECT string_agg(slot_name, ', ') FROM pg_replication_slots WHERE slot_name = ANY ($1)",
+                       pg::params{array(new_slots)});
+  if (!taken.is_null(0, 0)) throw cli_error(fmt::format("slot(s) {} exist already: drop them first", taken.value(0, 0)));
+  auto lower = db.exec(R"sql(
+SELECT count(*) OVER (), delivered_snapshot::text FROM walhook.slot_progress
+ WHERE slot_name = ANY ($1) AND delivered_snapshot IS NOT NULL
+ ORDER BY pg_snapshot_xmax(delivered_snapshot), pg_snapshot_xmin(delivered_snapshot) LIMIT 1)sql",
+                       pg::params{array(old_slots)});
+  if (lower.rows() == 0 || std::stoi(std::string(lower.value(0, 0))) != a.from)
+    throw cli_error("not every slot of the old layout has a delivered snapshot recorded: run each of its walhooks once "
+                    "with this version (a second is enough), stop them, and try again");
+  const std::string since(lower.value(0, 1));
+  const std::string reason = fmt::format("reshard from {} to {}", a.from, a.to);
+  for (int k = 0; k < a.to; ++k) {
+    const shard_spec shard{k, a.to};
+    if (shard.sharded()) {
+      const auto names = shard_publications(shard);
+      const auto ddl = shard_publication_ddl(shard);
+      for (std::size_t i = 0; i < names.size(); ++i)
+        if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", pg::params{names[i]}).rows() == 0) db.exec(ddl[i]);
+    }
+    // Each new shard backfills its tenants' rows between the old layout's oldest delivered
+    // snapshot and its own slot's: what the old slots held and had not delivered.
+    auto id = std::string(db.exec("INSERT INTO walhook.recoveries (slot_name, reason, state, since_snapshot, requested_by) "
+                                  "VALUES ($1, $2, 'creating_slot', $3::pg_snapshot, current_user) RETURNING id",
+                                  pg::params{new_slots[k], reason, since})
+                              .value(0, 0));
+    auto x = create_exported_slot(db, a.database_url, new_slots[k]);
+    db.exec(std::string(sql::statements::slot_replaced), {new_slots[k], x.system_id, x.consistent_point, x.snapshot, id});
+    std::cout << "created slot " << new_slots[k] << " with backfill " << id << "\n";
+  }
+  if (a.to == 1) db.exec("DELETE FROM walhook.shard_layout");
+  else
+    db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO UPDATE SET shards = excluded.shards, "
+            "changed_at = now()",
+            pg::params{std::to_string(a.to)});
+  // The old slots would keep WAL forever, and a progress row without its slot is an incident.
+  for (int k = 0; k < a.from; ++k) {
+    db.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", pg::params{old_slots[k]});
+    db.exec("DELETE FROM walhook.slot_progress WHERE slot_name = $1", pg::params{old_slots[k]});
+    if (a.from > 1)
+      for (const auto& pub : shard_publications({k, a.from})) db.exec("DROP PUBLICATION IF EXISTS " + pg::quote_identifier(pub));
+  }
+  std::cout << fmt::format("resharded from {} to {}: dropped the old slots; start {} walhook run {} (each backfills what the "
+                           "old layout had not delivered, then streams)\n",
+                           a.from, a.to, a.to, a.to > 1 ? fmt::format("--shard K/{}", a.to) : std::string("without --shard"));
+  return 0;
 }
 
 int cmd_replay(const replay_args& a) {
@@ -477,12 +600,18 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
                ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'),
                ('walhook.endpoints_removed', NULL, 'SELECT'), ('walhook.endpoints_removed', NULL, 'DELETE'),
                ('walhook.recoveries', NULL, 'SELECT'), ('walhook.recoveries', NULL, 'INSERT'),
-               ('walhook.recoveries', NULL, 'UPDATE'))
+               ('walhook.recoveries', NULL, 'UPDATE'), ('walhook.shard_layout', NULL, 'SELECT'))
          AS v(tab, col, privilege)
  WHERE NOT CASE WHEN v.col IS NULL THEN has_table_privilege(v.tab, v.privilege)
                 ELSE has_column_privilege(v.tab, v.col, v.privilege) END)sql");
   if (!missing.is_null(0, 0))
     throw cli_error(fmt::format("{}: {}", missing_privileges, missing.value(0, 0)));
+  // A walhook of another layout would deliver a second time what the current shards deliver.
+  auto layout = db.exec("SELECT coalesce((SELECT shards FROM walhook.shard_layout), 1)");
+  if (std::stoi(std::string(layout.value(0, 0))) != o.shard.count)
+    throw cli_error(fmt::format("this database is split into {} shard(s) (walhook.shard_layout){}: run {}", layout.value(0, 0),
+                                o.shard.sharded() ? fmt::format(", not {}", o.shard.count) : "",
+                                layout.value(0, 0) == "1" ? "without --shard" : "with --shard K/" + std::string(layout.value(0, 0))));
   for (const auto& pub : o.publications) {
     pg::params p{pub};
     if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)
@@ -494,6 +623,10 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
 }  // namespace
 
 int cmd_run(run_options options) {
+  if (options.shard.sharded()) {
+    options.slot = shard_slot(options.slot, options.shard);
+    options.publications = shard_publications(options.shard);
+  }
   if (!options.ca_file.empty()) {
     auto pem = delivery::read_ca_bundle(options.ca_file);
     if (!pem) {

@@ -14,6 +14,7 @@ struct migrate_args {
   std::string database_url;
   std::string slot = "walhook";
   bool create_slot = true;
+  shard_spec shard;  ///< --shard K/N: also the shard's publications, and the slot `<slot>_K_of_N`
 };
 /// Applies the schema migrations and creates the logical replication slot (pgoutput) if it is
 /// missing, so events published from now on are never missed even before `walhook run`.
@@ -64,6 +65,7 @@ struct recover_args {
   std::string since;             ///< timestamptz text, required
   std::string until;             ///< optional
   std::string tenant;            ///< optional
+  int shards = 1;                ///< N: one request to each shard's walhook (slots <slot>_K_of_N)
   bool wait = false;             ///< wait until walhook has delivered or stored every delivery
   int wait_timeout_s = 600;
 };
@@ -71,6 +73,17 @@ struct recover_args {
 /// path, every outbox event created in [since, until) (of one tenant). Prints the request id and
 /// how many events it covers; with --wait, waits until it is done.
 int cmd_recover(const recover_args& a);
+
+struct reshard_args {
+  std::string database_url;
+  std::string slot = "walhook";  ///< base name of the slots (<slot>_K_of_N)
+  int from = 1;                  ///< shards now (1: one walhook, slot <slot>)
+  int to = 2;                    ///< shards after
+};
+/// Changes the number of shards, losing nothing: with the old layout stopped, creates the new
+/// shards' publications and slots, each with a backfill from the old layout's oldest delivered
+/// snapshot, records the layout, and drops the old slots.
+int cmd_reshard(const reshard_args& a);
 
 struct events_args {
   std::string database_url;

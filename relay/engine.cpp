@@ -58,6 +58,8 @@ sql::state_store_options store_options_of(const run_options& o) {
   s.reconnect_max = o.reconnect_max;
   s.application_name = "walhook-state " + o.instance_name;
   s.clock = o.clock;
+  s.shard_count = o.shard.count;
+  s.shard_index = o.shard.index;
   return s;
 }
 
@@ -203,6 +205,7 @@ struct engine::impl {
     start_step = "find endpoints with pending deliveries";
     auto with_backlog = co_await store.endpoints_with_backlog();
     if (!with_backlog) co_return with_backlog.error();
+    std::erase_if(*with_backlog, [this](std::int64_t id) { return !directory.find(id); });  // another shard's
     start_step = "check the slot's WAL retention";
     co_await check_slot_health();
     // walhook's own record of what it acknowledged: the slot's may be older after a server restart.
@@ -497,6 +500,7 @@ asio::awaitable<std::string> engine::metrics_text() {
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt};
   if (auto ages = co_await s.store.oldest_pending())
     for (const auto& [id, age] : *ages) {
+      if (!s.directory.find(id)) continue;  // another shard's endpoint (or one removed)
       auto& e = by_id[id];
       e.id = id;
       e.oldest_pending_age_s = age;

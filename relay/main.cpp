@@ -37,12 +37,19 @@ int main(int argc, char** argv) {
   c_migrate->add_option("--slot", migrate.slot, "Replication slot name")->capture_default_str();
   bool no_slot = false;
   c_migrate->add_flag("--no-slot", no_slot, "Do not create the replication slot (walhook run creates it)");
+  std::string migrate_shard;
+  c_migrate->add_option("--shard", migrate_shard,
+                        "K/N: also create shard K's row-filtered publications and its slot <slot>_K_of_N");
 
   // run
   run_options run;
   auto* c_run = app.add_subcommand("run", "Stream the outbox from the slot and deliver webhooks until SIGTERM");
   add_database_url(c_run, run.database_url);
   c_run->add_option("--slot", run.slot, "Replication slot name")->capture_default_str();
+  std::string run_shard;
+  c_run->add_option("--shard", run_shard,
+                    "K/N: deliver only shard K's tenants, from slot <slot>_K_of_N and its publications "
+                    "(walhook migrate --shard K/N creates them)");
   std::string record = "failed";
   c_run->add_option("--record", record, "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
       ->check(CLI::IsMember({"failed", "all"}))
@@ -181,10 +188,24 @@ int main(int argc, char** argv) {
   c_recover->add_option("--until", recover.until, "Events created before (timestamptz; default: no end)");
   c_recover->add_option("--tenant", recover.tenant, "Only this tenant's events");
   c_recover->add_option("--slot", recover.slot, "The slot of the walhook that delivers them")->capture_default_str();
+  c_recover->add_option("--shards", recover.shards, "N: ask each of N shards' walhooks (slots <slot>_K_of_N)")
+      ->check(CLI::Range(1, walhook::relay::max_shards));
   c_recover->add_flag("--wait", recover.wait, "Wait until every delivery is delivered or stored");
   c_recover->add_option("--wait-timeout", recover.wait_timeout_s, "Seconds --wait waits at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+
+  // reshard
+  reshard_args reshard;
+  auto* c_reshard = app.add_subcommand(
+      "reshard", "Change the number of shards (stop the old layout first): new slots, each with a backfill, then the old "
+                 "slots dropped");
+  add_database_url(c_reshard, reshard.database_url);
+  c_reshard->add_option("--from", reshard.from, "Shards now (1: one walhook without --shard)")
+      ->required()
+      ->check(CLI::Range(1, walhook::relay::max_shards));
+  c_reshard->add_option("--to", reshard.to, "Shards after")->required()->check(CLI::Range(1, walhook::relay::max_shards));
+  c_reshard->add_option("--slot", reshard.slot, "Base name of the slots")->capture_default_str();
 
   // events
   events_args events;
@@ -213,12 +234,21 @@ int main(int argc, char** argv) {
   }
 
   try {
+    auto shard_of = [](const std::string& text) {
+      if (text.empty()) return walhook::relay::shard_spec{};
+      std::string why;
+      auto s = walhook::relay::parse_shard(text, why);
+      if (!s) throw cli_error(why);
+      return *s;
+    };
     if (c_migrate->parsed()) {
       migrate.create_slot = !no_slot;
+      migrate.shard = shard_of(migrate_shard);
       return cmd_migrate(migrate);
     }
     if (c_run->parsed()) {
       using namespace std::chrono;
+      run.shard = shard_of(run_shard);
       run.record = record == "all" ? record_mode::all : record_mode::failed;
       run.max_wait_in_memory = milliseconds{max_wait_ms};
       run.max_hold = milliseconds{max_hold_ms};
@@ -246,6 +276,7 @@ int main(int argc, char** argv) {
       return cmd_replay(replay);
     }
     if (c_recover->parsed()) return cmd_recover(recover);
+    if (c_reshard->parsed()) return cmd_reshard(reshard);
     if (c_events->parsed()) return cmd_events(events);
     if (c_demo->parsed()) return cmd_demo(demo);
   } catch (const cli_error& e) {

@@ -6,6 +6,7 @@
 #include "delivery/http_client.hpp"
 #include "delivery/policy.hpp"
 #include "delivery/scheduler.hpp"
+#include "relay/shard.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -23,6 +24,8 @@ struct run_options {
   std::string database_url;
   std::string slot = "walhook";
   std::vector<std::string> publications{"walhook", "walhook_endpoints"};
+  /// --shard K/N (relay/shard.hpp): cmd_run derives the slot and publications from it.
+  shard_spec shard;
   record_mode record = record_mode::failed;
 
   delivery::scheduler_limits limits;                   ///< 64 in flight, 1000/endpoint, 10000 total in memory

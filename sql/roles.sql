@@ -17,6 +17,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.deliveries, walhook.endpoint_hea
 GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies of removed endpoints (migration 004)
 GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfills after a slot loss (migration 005)
 GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
+GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walhook reshard)
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 
 CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';

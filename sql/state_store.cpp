@@ -378,7 +378,8 @@ asio::awaitable<boost::system::result<long>> state_store::reset_stale_sending(st
   j.begin_array();
   for (const auto& k : owned) j.begin_object().field("endpoint_id", k.endpoint_id).field("event_id", k.event_id).end_object();
   j.end_array();
-  pg::params args{std::to_string(older_than.count()), j.take()};
+  pg::params args{std::to_string(older_than.count()), j.take(), std::to_string(impl_->options.shard_count),
+                  std::to_string(impl_->options.shard_index)};
   auto res = co_await impl_->read(statements::reset_stale_sending, std::move(args));
   if (!res) co_return res.error();
   co_return res->affected();
@@ -452,7 +453,7 @@ asio::awaitable<boost::system::result<std::vector<recovery>>> state_store::open_
 }
 
 asio::awaitable<boost::system::result<std::vector<std::string>>> state_store::recovery_event_ids(std::int64_t id) {
-  pg::params args{std::to_string(id)};
+  pg::params args{std::to_string(id), std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
   auto res = co_await impl_->read(statements::recovery_event_ids, std::move(args));
   if (!res) co_return res.error();
   std::vector<std::string> out;
@@ -533,7 +534,7 @@ asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::l
 }
 
 asio::awaitable<boost::system::result<text_rows>> state_store::load_endpoints() {
-  pg::params args{};
+  pg::params args{std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
   auto res = co_await impl_->read(statements::load_endpoints, std::move(args));
   if (!res) co_return res.error();
   co_return as_text_rows(*res);

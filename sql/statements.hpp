@@ -19,20 +19,20 @@ extern const std::string_view forget_removed_endpoint;  ///< $1 endpoint id or N
 // Claims and reads of the state store's reader connection.
 extern const std::string_view claim_due;               ///< $1 jsonb quotas → claimed rows with their events
 extern const std::string_view next_due;                ///< $1 bigint[] → (endpoint id, ms until due)
-extern const std::string_view reset_stale_sending;     ///< $1 seconds, $2 jsonb owned keys → command tag count
+extern const std::string_view reset_stale_sending;     ///< $1 seconds, $2 jsonb owned keys, $3/$4 shard → command tag count
 extern const std::string_view endpoints_with_backlog;  ///< → endpoint ids
 extern const std::string_view load_progress;           ///< $1 slot → (LSN text, system id, has snapshot)
 extern const std::string_view current_snapshot;        ///< → (pg_snapshot text, WAL insert LSN)
 extern const std::string_view begin_slot_incident;     ///< $1 slot, $2 reason, $3 system id → (id, bounded)
 extern const std::string_view slot_replaced;           ///< $1 slot, $2 system id, $3 LSN, $4 snapshot, $5 incident
 extern const std::string_view open_recoveries;         ///< $1 slot → recoveries to run
-extern const std::string_view recovery_event_ids;      ///< $1 recovery id → (seq, event id)
+extern const std::string_view recovery_event_ids;      ///< $1 recovery id, $2/$3 shard → (seq, event id)
 extern const std::string_view recovery_events;         ///< $1 uuid[] → outbox rows (text)
 extern const std::string_view recovery_done;           ///< $1 id, $2 events, $3 deliveries
 extern const std::string_view clear_removed_endpoints; ///< (a new slot)
 extern const std::string_view delete_expired;          ///< $1 hours, $2 batch → rows deleted
 extern const std::string_view load_health;             ///< → endpoint_health rows
-extern const std::string_view load_endpoints;          ///< → endpoints rows
+extern const std::string_view load_endpoints;          ///< $1/$2 shard → endpoints rows
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
 extern const std::string_view slot_health;             ///< $1 slot → (wal_status, safe_wal_size, retained bytes)
 

@@ -70,3 +70,19 @@ BEGIN
   END IF;
 END
 $grant$;
+
+-- Shards (`walhook run --shard K/N`, relay/shard.hpp): how many the database is split into, so
+-- a walhook started with another count (say, an old one after `walhook reshard`) refuses to run
+-- instead of delivering a second time what the current shards deliver. No row: one walhook.
+CREATE TABLE walhook.shard_layout (
+  singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  shards     integer NOT NULL CHECK (shards BETWEEN 1 AND 64),
+  changed_at timestamptz NOT NULL DEFAULT now()
+);
+DO $grant$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walhook_relay') THEN
+    GRANT SELECT ON walhook.shard_layout TO walhook_relay;
+  END IF;
+END
+$grant$;

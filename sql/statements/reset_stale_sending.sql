@@ -1,13 +1,16 @@
 -- 'sending' rows not touched for $1 seconds go back to 'pending' (their attempt's process
 -- died), except those this process still owns: $2 = jsonb array of {endpoint_id, event_id}.
 -- A row whose merge key another pending row holds is merged away instead. Returns nothing;
--- the command tag counts the rows.
+-- the command tag counts the rows. $3, $4: shard count and index (count <= 1: all rows), the
+-- rows of this shard's endpoints only (another shard's attempts are its own).
 WITH owned AS (
   SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(endpoint_id bigint, event_id uuid)
 ), stale AS (
   SELECT d.id, d.endpoint_id, d.merge_key, d.commit_lsn FROM walhook.deliveries d
    WHERE d.status = 'sending' AND d.updated_at <= now() - make_interval(secs => $1::int)
      AND NOT EXISTS (SELECT 1 FROM owned o WHERE o.endpoint_id = d.endpoint_id AND o.event_id = d.event_id)
+     AND ($3::int <= 1 OR d.endpoint_id IN (SELECT e.id FROM walhook.endpoints e
+                                             WHERE (hashtext(e.tenant_id) & 2147483647) % $3::int = $4::int))
    FOR UPDATE OF d SKIP LOCKED
 ), keep AS (
   -- Of the stale rows with one (endpoint, merge key), the newest goes back to pending — unless a
