@@ -337,6 +337,7 @@ struct engine::impl {
       co_return ec;
     }
     session_active = true;
+    session_was_streaming = true;
     task_group session_tasks(executor);
     session_tasks.spawn(watch_leadership(), "leadership watch");
     session_tasks.spawn(housekeeping(), "housekeeping");
@@ -379,6 +380,7 @@ struct engine::impl {
     // A walsender whose client neither reads nor closes holds a server shutdown for
     // wal_sender_timeout: close the replication connection now (a stop sends its final status first).
     if (!stopping) stream.close();
+    session_was_streaming = stopping && !result;  // a stop with the stream still usable
     co_return result ? result : error_code(pg::errc::connection_lost);
   }
 
@@ -390,6 +392,32 @@ struct engine::impl {
   }
   steady_clock::time_point stop_requested_at{};
 
+  /// A stop with nothing open: one last delivered snapshot, so a slot lost while walhook is down
+  /// (or `walhook reshard`) backfills almost nothing twice. A snapshot is handled once the stream
+  /// has passed the WAL insert position read after it: ask the server for a keepalive (reply
+  /// requested) until it reports that position, for at most a second; a transaction arriving
+  /// meanwhile ends the wait (it is streamed again after the restart).
+  asio::awaitable<void> final_delivered_snapshot() {
+    if (!session_was_streaming || tracker.open_transactions() > 0 || store.backlog() > 0) co_return;
+    auto candidate = co_await store.current_snapshot();
+    if (!candidate) co_return;
+    const auto until = clock.steady_now() + 1s;
+    while (clock.steady_now() < until && stream.confirmed() < candidate->second) {
+      if (co_await stream.async_send_status(true)) co_return;
+      auto ev = co_await stream.async_next(200ms);
+      if (!ev) {
+        if (ev.error() == pg::errc::timeout) continue;
+        co_return;
+      }
+      auto* k = std::get_if<wal::keepalive>(&*ev);
+      if (!k) co_return;  // a change: not ours to take now
+      tracker.keepalive(k->wal_end);
+      confirm();
+    }
+    if (stream.confirmed() >= candidate->second) recovery.add_candidate(std::move(candidate->first), candidate->second);
+  }
+  bool session_was_streaming = false;  ///< the last session reached streaming (its stream may be read at a stop)
+
   /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
   asio::awaitable<void> shutdown() {
     // The grace counts from the stop request (finishing a transaction took part of it).
@@ -399,10 +427,11 @@ struct engine::impl {
     co_await deliveries.shutdown(deadline);
     co_await store.async_idle(deadline);
     confirm();
-    if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
-      progress_recorded = stream.confirmed();
-      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded,
-                                        recovery.take_delivered(progress_recorded)});
+    co_await final_delivered_snapshot();
+    auto delivered = recovery.take_delivered(stream.confirmed());
+    if (store.backlog() == 0 && stream.confirmed().valid() && (stream.confirmed() > progress_recorded || delivered)) {
+      progress_recorded = std::max(progress_recorded, stream.confirmed());
+      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded, std::move(delivered)});
       co_await store.async_idle(deadline);
     }
     co_await recovery.finish();  // a backfill whose deliveries all finished is not run again

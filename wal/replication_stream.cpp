@@ -262,17 +262,24 @@ asio::awaitable<error_code> replication_stream::async_send_status(bool reply_req
 }
 
 asio::awaitable<boost::system::result<stream_event>> replication_stream::async_next() {
+  co_return co_await async_next(std::chrono::milliseconds::max());
+}
+
+asio::awaitable<boost::system::result<stream_event>> replication_stream::async_next(std::chrono::milliseconds max_wait) {
   auto& s = *impl_;
   if (!s.streaming) co_return error_code(pg::errc::not_connected);
+  const auto give_up = max_wait == std::chrono::milliseconds::max() ? clock::time_point::max()
+                                                                    : s.options.clock->steady_now() + max_wait;
   for (;;) {
     auto now = s.options.clock->steady_now();
+    if (now >= give_up) co_return error_code(pg::errc::timeout);
     if (s.status_due(now)) {
       if (auto ec = co_await async_send_status()) co_return ec;
       now = s.options.clock->steady_now();
     }
     auto silence_deadline = s.last_server_message + s.options.server_silence_timeout;
     // Wake up at least every min_status_interval so a confirm() made meanwhile is reported soon.
-    auto until = std::min({s.next_status_at(), silence_deadline, now + s.options.min_status_interval});
+    auto until = std::min({s.next_status_at(), silence_deadline, now + s.options.min_status_interval, give_up});
     auto wait = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(until - now), std::chrono::milliseconds{1});
     auto data = co_await s.conn.async_read_copy_data(wait);
     if (!data) {

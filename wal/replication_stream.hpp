@@ -112,6 +112,9 @@ class replication_stream {
   /// past server_silence_timeout), or a decoding error (wal::errc) — the stream must then be
   /// restarted; nothing past the failing message has been acknowledged.
   boost::asio::awaitable<boost::system::result<stream_event>> async_next();
+  /// async_next(), giving up with pg::errc::timeout (the stream still usable) when nothing
+  /// arrives within `max_wait`.
+  boost::asio::awaitable<boost::system::result<stream_event>> async_next(std::chrono::milliseconds max_wait);
 
   /// Back-pressure: returns after `max_wait` or wake(), sending status updates meanwhile.
   boost::asio::awaitable<boost::system::error_code> async_hold(std::chrono::milliseconds max_wait);
