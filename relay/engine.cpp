@@ -278,7 +278,7 @@ struct engine::impl {
     asio::steady_timer tick(executor);
     auto last_stale_check = clock.steady_now();
     auto last_slot_check = clock.steady_now();
-    auto last_snapshot = clock.steady_now() - 1h, last_recovery_check = clock.steady_now();
+    auto last_snapshot = clock.steady_now() - 1h;
     auto last_retention = clock.steady_now() - 1h;
     while (session_active) {
       tick.expires_after(200ms);
@@ -286,16 +286,9 @@ struct engine::impl {
       if (cancelled(co_await asio::this_coro::cancellation_state)) co_return;
       confirm();
       record_progress();
-      co_await recovery.finish();
       if (clock.steady_now() - last_snapshot >= 500ms) {
         last_snapshot = clock.steady_now();
-        if (auto c = co_await store.current_snapshot()) recovery.add_candidate(std::move(c->first), c->second);
-      }
-      if (clock.steady_now() - last_recovery_check >= 2s) {  // walhook recover's requests
-        last_recovery_check = clock.steady_now();
-        if (auto ec = co_await recovery.feed(false, [this] { return session_active && !stopping; });
-            ec && ec != pg::errc::cancelled)
-          log::warn("recovery.feed_failed", {{"error", store.last_read_error()}});
+        co_await recovery.sample_snapshot();
       }
       if (clock.steady_now() - last_slot_check >= 10s) {
         last_slot_check = clock.steady_now();
@@ -341,6 +334,7 @@ struct engine::impl {
     task_group session_tasks(executor);
     session_tasks.spawn(watch_leadership(), "leadership watch");
     session_tasks.spawn(housekeeping(), "housekeeping");
+    session_tasks.spawn(recovery.run([this] { return session_active && !stopping; }), "recoveries");
     error_code result;
     while (session_active && (!stopping || finishing_transaction())) {
       const bool hold = !stopping && deliveries.must_hold();  // a stop spills instead of holding
@@ -392,30 +386,6 @@ struct engine::impl {
   }
   steady_clock::time_point stop_requested_at{};
 
-  /// A stop with nothing open: one last delivered snapshot, so a slot lost while walhook is down
-  /// (or `walhook reshard`) backfills almost nothing twice. A snapshot is handled once the stream
-  /// has passed the WAL insert position read after it: ask the server for a keepalive (reply
-  /// requested) until it reports that position, for at most a second; a transaction arriving
-  /// meanwhile ends the wait (it is streamed again after the restart).
-  asio::awaitable<void> final_delivered_snapshot() {
-    if (!session_was_streaming || tracker.open_transactions() > 0 || store.backlog() > 0) co_return;
-    auto candidate = co_await store.current_snapshot();
-    if (!candidate) co_return;
-    const auto until = clock.steady_now() + 1s;
-    while (clock.steady_now() < until && stream.confirmed() < candidate->second) {
-      if (co_await stream.async_send_status(true)) co_return;
-      auto ev = co_await stream.async_next(200ms);
-      if (!ev) {
-        if (ev.error() == pg::errc::timeout) continue;
-        co_return;
-      }
-      auto* k = std::get_if<wal::keepalive>(&*ev);
-      if (!k) co_return;  // a change: not ours to take now
-      tracker.keepalive(k->wal_end);
-      confirm();
-    }
-    if (stream.confirmed() >= candidate->second) recovery.add_candidate(std::move(candidate->first), candidate->second);
-  }
   bool session_was_streaming = false;  ///< the last session reached streaming (its stream may be read at a stop)
 
   /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
@@ -427,7 +397,8 @@ struct engine::impl {
     co_await deliveries.shutdown(deadline);
     co_await store.async_idle(deadline);
     confirm();
-    co_await final_delivered_snapshot();
+    if (session_was_streaming && tracker.open_transactions() == 0 && store.backlog() == 0)
+      co_await recovery.final_snapshot([this] { confirm(); });
     auto delivered = recovery.take_delivered(stream.confirmed());
     if (store.backlog() == 0 && stream.confirmed().valid() && (stream.confirmed() > progress_recorded || delivered)) {
       progress_recorded = std::max(progress_recorded, stream.confirmed());

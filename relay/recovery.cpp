@@ -8,6 +8,8 @@
 #include "wal/errc.hpp"
 #include "wal/replication_stream.hpp"
 
+#include "common/pg_connection.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -164,6 +166,45 @@ asio::awaitable<void> slot_recovery::finish() {
     tracker_.end_detached(run.ticket);
     it = fed_.erase(it);
   }
+}
+
+asio::awaitable<void> slot_recovery::run(std::function<bool()> active) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  auto last_check = steady_clock::now();
+  while (active()) {
+    tick.expires_after(200ms);
+    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
+    co_await finish();
+    if (steady_clock::now() - last_check < 2s) continue;
+    last_check = steady_clock::now();
+    if (auto ec = co_await feed(false, active); ec && ec != pg::errc::cancelled)
+      log::warn("recovery.feed_failed", {{"error", store_.last_read_error()}});
+  }
+}
+
+asio::awaitable<void> slot_recovery::sample_snapshot() {
+  if (auto c = co_await store_.current_snapshot()) add_candidate(std::move(c->first), c->second);
+}
+
+asio::awaitable<void> slot_recovery::final_snapshot(std::function<void()> confirm) {
+  auto candidate = co_await store_.current_snapshot();
+  if (!candidate) co_return;
+  const auto until = steady_clock::now() + 1s;
+  while (steady_clock::now() < until && stream_.confirmed() < candidate->second) {
+    if (co_await stream_.async_send_status(true)) co_return;
+    auto ev = co_await stream_.async_next(200ms);
+    if (!ev) {
+      if (ev.error() == pg::errc::timeout) continue;
+      co_return;
+    }
+    auto* k = std::get_if<wal::keepalive>(&*ev);
+    if (!k) co_return;  // a change: not ours to take now
+    tracker_.keepalive(k->wal_end);
+    confirm();
+  }
+  if (stream_.confirmed() >= candidate->second) add_candidate(std::move(candidate->first), candidate->second);
 }
 
 void slot_recovery::end_session() {

@@ -63,11 +63,23 @@ class slot_recovery {
   boost::asio::awaitable<boost::system::error_code> feed(bool before_streaming, std::function<bool()> keep_going);
   /// Marks done the fed backfills whose deliveries are all done.
   boost::asio::awaitable<void> finish();
+  /// While the session streams (`active`): finish() every 200 ms, and feed `walhook recover`'s
+  /// requests (looked for every 2 s). A task of its own, so a long backfill never delays the
+  /// engine's housekeeping.
+  boost::asio::awaitable<void> run(std::function<bool()> active);
   /// The session ended: backfills not finished run again in the next one.
   void end_session();
 
+  /// Reads a candidate delivered snapshot (every 0.5 s while streaming).
+  boost::asio::awaitable<void> sample_snapshot();
   /// A candidate delivered snapshot (pg_snapshot text) and the WAL insert position read after it.
   void add_candidate(std::string snapshot, lsn insert_position);
+  /// A stop with nothing open and nothing unwritten: one last candidate, kept only once the stream
+  /// has passed its insert position — the server is asked for keepalives (reply requested) for
+  /// at most a second; a transaction arriving meanwhile ends the wait (it is streamed again
+  /// after the restart). `confirm` passes the tracker's position to the stream. Then a slot lost
+  /// while walhook is down, or `walhook reshard`, backfills almost nothing twice.
+  boost::asio::awaitable<void> final_snapshot(std::function<void()> confirm);
   /// The newest candidate whose position `confirmed` has passed (older ones are dropped); empty
   /// if none.
   std::optional<std::string> take_delivered(lsn confirmed);
