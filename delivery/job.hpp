@@ -55,6 +55,9 @@ struct job {
   /// Recorded as 'sending' in walhook.deliveries while its attempt ran past the hold bound (so
   /// its ticket could be released): its outcome updates that row.
   bool marked = false;
+  /// Its attempt ran past the hold bound: it counts against scheduler_limits::max_slow_in_flight,
+  /// not max_in_flight (scheduler::park()).
+  bool parked = false;
   std::chrono::steady_clock::time_point enqueued_at{};
 };
 

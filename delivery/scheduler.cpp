@@ -13,6 +13,8 @@ void scheduler::configure(std::int64_t endpoint_id, int max_concurrency, bool ag
 }
 
 bool scheduler::can_start(const endpoint_queue& q) const {
+  // With the slow pool full, an endpoint that has an attempt past the hold bound waits for it.
+  if (q.parked > 0 && parked_total_ >= limits_.max_slow_in_flight) return false;
   return !q.jobs.empty() && q.in_flight < static_cast<std::size_t>(q.max_concurrency);
 }
 
@@ -81,7 +83,8 @@ scheduler::push_result scheduler::push(job j) {
 }
 
 std::optional<job> scheduler::next() {
-  while (!ring_.empty() && in_flight_total_ < limits_.max_in_flight) {
+  while (!ring_.empty() && in_flight_total_ - parked_total_ < limits_.max_in_flight &&
+         in_flight_total_ < limits_.max_in_flight + limits_.max_slow_in_flight) {
     std::int64_t id = ring_.front();
     ring_.pop_front();
     auto found = endpoints_.find(id);
@@ -101,10 +104,23 @@ std::optional<job> scheduler::next() {
   return std::nullopt;
 }
 
+void scheduler::park(job& j) {
+  if (j.parked) return;
+  auto found = endpoints_.find(j.endpoint_id);
+  if (found == endpoints_.end()) return;
+  j.parked = true;
+  ++found->second.parked;
+  ++parked_total_;
+}
+
 void scheduler::finished(const job& j) {
   auto found = endpoints_.find(j.endpoint_id);
   if (found == endpoints_.end()) return;
   auto& q = found->second;
+  if (j.parked && q.parked > 0) {
+    --q.parked;
+    if (parked_total_ > 0) --parked_total_;
+  }
   if (q.in_flight > 0) --q.in_flight;
   if (in_flight_total_ > 0) --in_flight_total_;
   if (q.aggregate_ordering && j.ev->aggregate_id) {
@@ -173,7 +189,7 @@ std::size_t scheduler::free_slots(std::int64_t endpoint_id) const {
 }
 
 std::size_t scheduler::free_global_slots() const {
-  std::size_t used = in_flight_total_ + queued_total_;
+  std::size_t used = in_flight_total_ - parked_total_ + queued_total_;
   return used >= limits_.max_in_flight ? 0 : limits_.max_in_flight - used;
 }
 

@@ -4,6 +4,13 @@
 // served round-robin — so the first delivery of every endpoint goes before the second of any,
 // and one slow endpoint can only ever occupy its own slots (DESIGN §4 invariant 4).
 //
+// The process-wide cap is two pools. max_in_flight bounds attempts that are young (or of
+// endpoints that answer in time); an attempt that runs past the hold bound is *parked* (park())
+// and counts against max_slow_in_flight instead. Slow and hung endpoints therefore cannot take
+// the slots healthy ones need: with 200 of 2,000 endpoints slow or hung, one shared cap of 64
+// made healthy endpoints wait 16 s at the median (bench endpoint-scale). When the slow pool is
+// full, endpoints with a parked attempt start nothing new until one ends.
+//
 // Pure: no clock, no I/O. Callers pass time in and act on what it returns (start an attempt,
 // spill a job to PostgreSQL). Single-threaded.
 
@@ -23,7 +30,8 @@
 namespace walhook::delivery {
 
 struct scheduler_limits {
-  std::size_t max_in_flight = 64;               ///< attempts in flight, whole process
+  std::size_t max_in_flight = 64;               ///< attempts in flight, whole process, not counting parked ones
+  std::size_t max_slow_in_flight = 1024;        ///< parked attempts (past the hold bound), whole process
   std::size_t max_queued_per_endpoint = 1000;   ///< jobs waiting in memory per endpoint
   std::size_t max_queued_total = 10000;         ///< jobs waiting in memory, whole process
 };
@@ -57,6 +65,10 @@ class scheduler {
 
   /// Ends an attempt started by next(), freeing its slots.
   void finished(const job& j);
+  /// The attempt of `j` (started by next()) runs past the hold bound: from now on it counts
+  /// against max_slow_in_flight, so a young attempt can start in its place. Sets j.parked.
+  void park(job& j);
+  std::size_t parked_total() const { return parked_total_; }
 
   /// Removes and returns queued jobs that still hold an LSN ticket and were queued before
   /// `cutoff` (they are spilled so the slot can move on).
@@ -96,6 +108,7 @@ class scheduler {
     std::unordered_map<std::string, std::list<job>::iterator> by_merge_key;
     std::unordered_multiset<std::string> aggregates_in_flight;
     std::size_t in_flight = 0;
+    std::size_t parked = 0;  ///< of in_flight
     bool in_ring = false;
   };
 
@@ -110,6 +123,7 @@ class scheduler {
   std::unordered_set<std::int64_t> full_;
   std::size_t queued_total_ = 0;
   std::size_t in_flight_total_ = 0;
+  std::size_t parked_total_ = 0;  ///< of in_flight_total_
 };
 
 }  // namespace walhook::delivery

@@ -26,6 +26,8 @@
 #include <iostream>
 #include <thread>
 
+#include <sys/resource.h>
+
 namespace walhook::relay {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -622,6 +624,29 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
 
 }  // namespace
 
+namespace {
+/// Each attempt in flight is a socket: raise the soft limit on open files to the hard one (the
+/// usual soft default, 1,024, is less than the default caps allow) and, if even that is short,
+/// shrink the slow pool to fit, saying so.
+void fit_open_files(run_options& o) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = std::min<rlim_t>(lim.rlim_max, 1 << 20);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  const std::size_t reserve = 256;  // PostgreSQL, the admin listener, logs, pooled idle connections
+  const std::size_t want = o.limits.max_in_flight + o.limits.max_slow_in_flight + reserve;
+  if (lim.rlim_cur >= want) return;
+  const std::size_t room = lim.rlim_cur > o.limits.max_in_flight + reserve ? lim.rlim_cur - o.limits.max_in_flight - reserve : 0;
+  log::warn("run.open_files_limit", {{"limit", static_cast<std::uint64_t>(lim.rlim_cur)},
+                                     {"max_slow_in_flight", static_cast<std::uint64_t>(room)},
+                                     {"note", "the open files limit is too low for --max-slow-in-flight: raise it (ulimit -n)"}});
+  o.limits.max_slow_in_flight = room;
+}
+}  // namespace
+
 int cmd_run(run_options options) {
   if (options.shard.sharded()) {
     options.slot = shard_slot(options.slot, options.shard);
@@ -637,6 +662,7 @@ int cmd_run(run_options options) {
     options.http.extra_ca_pem = std::move(*pem);
   }
   preflight(options);
+  fit_open_files(options);
   asio::io_context ioc(1);
   std::string admin_listen = options.admin_listen;
   engine e(ioc.get_executor(), std::move(options));

@@ -498,11 +498,19 @@ void dispatcher::sweep() {
   if (!active_) return;
   auto now = clock_.steady_now();
   // Attempts holding their transaction too long are recorded, so the slot can move on.
+  // Past the hold bound an attempt is parked too: it stops taking one of the slots young attempts
+  // share (delivery/scheduler.hpp), so slow and hung endpoints never starve healthy ones.
   std::unordered_set<std::int64_t> busy;
+  bool parked = false;
   for (const auto& [n, r] : running_) {
     if (r->j.ticket != 0 && !r->marked && !r->j.row_id && now - r->started >= options_.max_hold) mark_sending(r);
+    if (!r->j.parked && now - r->started >= options_.max_hold) {
+      sched_.park(r->j);
+      parked = true;
+    }
     busy.insert(r->j.endpoint_id);
   }
+  if (parked) dispatch();
   // A stalled endpoint's queue will not move soon: what holds a ticket goes to PostgreSQL.
   // For aggregate order, an endpoint's queue leaves memory whole or not at all: claims put the
   // table's rows back in order, and a later event left in memory would overtake them.

@@ -485,6 +485,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.delivery = s.deliveries.stats();
   m.queued = s.deliveries.scheduler().queued_total();
   m.in_flight = s.deliveries.scheduler().in_flight_total();
+  m.parked = s.deliveries.scheduler().parked_total();
   m.store_backlog = s.store.backlog();
   m.writes_refused = s.store.writes_refused();
   m.event_bytes = s.deliveries.event_bytes();

@@ -54,7 +54,13 @@ int main(int argc, char** argv) {
   c_run->add_option("--record", record, "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
       ->check(CLI::IsMember({"failed", "all"}))
       ->capture_default_str();
-  c_run->add_option("--max-in-flight", run.limits.max_in_flight, "Attempts in flight, whole process")->capture_default_str();
+  c_run->add_option("--max-in-flight", run.limits.max_in_flight,
+                    "Attempts in flight, whole process, not counting those past --max-hold-ms")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_run->add_option("--max-slow-in-flight", run.limits.max_slow_in_flight,
+                    "Attempts past --max-hold-ms (slow or hung endpoints) in flight at most, on top of --max-in-flight")
+      ->capture_default_str();
   c_run->add_option("--max-queue-per-endpoint", run.limits.max_queued_per_endpoint, "Deliveries waiting in memory per endpoint")
       ->capture_default_str();
   c_run->add_option("--max-queue-total", run.limits.max_queued_total, "Deliveries waiting in memory in all")->capture_default_str();

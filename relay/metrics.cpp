@@ -35,6 +35,9 @@ std::string render_prometheus(const metrics_snapshot& s) {
   counter("walhook_sessions_total", "Replication sessions started.", s.sessions);
   gauge("walhook_queued", "Deliveries waiting in memory.", static_cast<double>(s.queued));
   gauge("walhook_in_flight", "Attempts in flight.", static_cast<double>(s.in_flight));
+  gauge("walhook_slow_in_flight",
+        "Attempts in flight past the hold bound (slow or hung endpoints; their own pool, --max-slow-in-flight).",
+        static_cast<double>(s.parked));
   gauge("walhook_state_store_backlog", "Writes waiting for the state store.", static_cast<double>(s.store_backlog));
   counter("walhook_writes_refused_total",
           "Delivery writes PostgreSQL refused for their data; each delivery ended dead with the reason.",

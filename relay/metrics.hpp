@@ -26,6 +26,7 @@ struct metrics_snapshot {
   dispatcher_stats delivery;
   std::size_t queued = 0;
   std::size_t in_flight = 0;
+  std::size_t parked = 0;            ///< of in_flight: attempts past the hold bound (the slow pool)
   std::size_t store_backlog = 0;     ///< writes waiting for the state store
   std::uint64_t writes_refused = 0;  ///< delivery writes PostgreSQL refused for their data (written dead instead)
   std::size_t event_bytes = 0;       ///< bytes of events in memory (the --max-queue-bytes budget)

@@ -164,7 +164,9 @@ TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
   // Every event has been read (the fast endpoint has them all); the slow one's are in flight or queued.
   REQUIRE(test::eventually([&] { return ids_received(rcv, "/fast").size() == 500; }, 30s));
   first.signal(SIGTERM);
-  CHECK(first.wait(30s) == 0);
+  const int exit_code = first.wait(30s);
+  if (exit_code != 0) MESSAGE(first.log().substr(first.log().size() > 6000 ? first.log().size() - 6000 : 0));
+  CHECK(exit_code == 0);
   CHECK(first.count_in_log("shutdown.done") == 1);
 
   // Everything not delivered before the stop is persisted as pending, nothing is lost.

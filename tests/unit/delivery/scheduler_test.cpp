@@ -126,7 +126,7 @@ TEST_CASE("scheduler: an endpoint that becomes ready joins the back of the ring"
 }
 
 TEST_CASE("scheduler: a slow endpoint only ever occupies its own slots") {
-  scheduler s({.max_in_flight = 64, .max_queued_per_endpoint = 1000, .max_queued_total = 10000});
+  scheduler s({.max_in_flight = 64, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 1000, .max_queued_total = 10000});
   s.configure(1, 2, false);  // slow: every attempt hangs
   s.configure(2, 2, false);
   for (int i = 0; i < 50; ++i) push_queued(s, make_job(1, "slow" + std::to_string(i)));
@@ -143,6 +143,62 @@ TEST_CASE("scheduler: a slow endpoint only ever occupies its own slots") {
   CHECK(s.in_flight(1) == 2);
   CHECK(s.queued(1) == 48);
   CHECK_FALSE(s.next().has_value());
+}
+
+TEST_CASE("scheduler: many slow endpoints cannot take the process-wide slots: parked attempts have a pool of their own") {
+  // 10 slow endpoints × 4 slots would fill a shared cap of 8 for good: parked, they do not.
+  scheduler s({.max_in_flight = 8, .max_slow_in_flight = 24, .max_queued_per_endpoint = 1000, .max_queued_total = 10000});
+  for (std::int64_t e = 1; e <= 10; ++e) {
+    s.configure(e, 4, false);
+    for (int i = 0; i < 5; ++i) push_queued(s, make_job(e, "slow" + std::to_string(e) + "_" + std::to_string(i)));
+  }
+  s.configure(99, 4, false);
+  std::vector<job> running;
+  // Rounds of the hold-bound sweep: whatever started is parked, and more starts — until the slow
+  // pool is full and every slow endpoint waits for one of its attempts.
+  for (int round = 0; round < 10; ++round) {
+    while (auto j = s.next()) running.push_back(std::move(*j));
+    for (auto& j : running) s.park(j);
+  }
+  CHECK(s.parked_total() == 24);
+  CHECK(s.in_flight_total() == 24);
+  // A healthy endpoint starts at once, all its slots, while the slow ones wait.
+  for (int i = 0; i < 4; ++i) push_queued(s, make_job(99, "healthy" + std::to_string(i)));
+  for (int i = 0; i < 4; ++i) {
+    auto j = s.next();
+    REQUIRE(j);
+    CHECK(j->endpoint_id == 99);
+  }
+  CHECK_FALSE(s.next().has_value());
+}
+
+TEST_CASE("scheduler: parked attempts free young slots; finishing a parked one frees the slow pool") {
+  scheduler s({.max_in_flight = 2, .max_slow_in_flight = 2, .max_queued_per_endpoint = 1000, .max_queued_total = 10000});
+  s.configure(1, 4, false);
+  s.configure(2, 4, false);
+  for (int i = 0; i < 4; ++i) push_queued(s, make_job(1, "slow" + std::to_string(i)));
+  auto a = s.next(), b = s.next();
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK_FALSE(s.next().has_value());  // two young attempts: the young pool is full
+  s.park(*a);
+  s.park(*a);  // once only
+  CHECK(s.parked_total() == 1);
+  auto c = s.next();  // a parked attempt frees its young slot
+  REQUIRE(c);
+  s.park(*b);
+  CHECK(s.parked_total() == 2);  // the slow pool is full now: endpoint 1 starts nothing more
+  push_queued(s, make_job(2, "fast0"));
+  auto d = s.next();
+  REQUIRE(d);
+  CHECK(d->endpoint_id == 2);
+  s.finished(*d);
+  CHECK_FALSE(s.next().has_value());  // endpoint 1 waits for a parked attempt to end
+  s.finished(*a);
+  CHECK(s.parked_total() == 1);
+  auto e = s.next();
+  REQUIRE(e);
+  CHECK(e->endpoint_id == 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,7 +263,7 @@ TEST_CASE("scheduler: lowering max_concurrency holds new starts until in-flight 
 }
 
 TEST_CASE("scheduler: the process-wide in-flight cap holds across endpoints") {
-  scheduler s({.max_in_flight = 3, .max_queued_per_endpoint = 100, .max_queued_total = 100});
+  scheduler s({.max_in_flight = 3, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 100, .max_queued_total = 100});
   for (std::int64_t e : {1, 2}) s.configure(e, 10, false);
   for (int i = 1; i <= 5; ++i) {
     push_queued(s, make_job(1, "a" + std::to_string(i)));
@@ -255,7 +311,7 @@ TEST_CASE("scheduler: next() on an empty scheduler and with only unconfigured en
 // Memory caps (DESIGN §4 invariant 5)
 
 TEST_CASE("scheduler: the per-endpoint memory cap returns the job as full") {
-  scheduler s({.max_in_flight = 64, .max_queued_per_endpoint = 2, .max_queued_total = 100});
+  scheduler s({.max_in_flight = 64, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 2, .max_queued_total = 100});
   s.configure(1, 1, false);
   s.configure(2, 1, false);
   push_queued(s, make_job(1, "a"));
@@ -278,7 +334,7 @@ TEST_CASE("scheduler: the per-endpoint memory cap returns the job as full") {
 }
 
 TEST_CASE("scheduler: the total memory cap returns the job as full and reports over_memory_cap") {
-  scheduler s({.max_in_flight = 64, .max_queued_per_endpoint = 100, .max_queued_total = 3});
+  scheduler s({.max_in_flight = 64, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 100, .max_queued_total = 3});
   for (std::int64_t e : {1, 2, 3, 4}) s.configure(e, 1, false);
   push_queued(s, make_job(1, "a"));
   push_queued(s, make_job(2, "b"));
@@ -298,7 +354,7 @@ TEST_CASE("scheduler: the total memory cap returns the job as full and reports o
 }
 
 TEST_CASE("scheduler: a merge is accepted even at the memory cap (it does not grow memory)") {
-  scheduler s({.max_in_flight = 64, .max_queued_per_endpoint = 1, .max_queued_total = 1});
+  scheduler s({.max_in_flight = 64, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 1, .max_queued_total = 1});
   s.configure(1, 1, false);
   push_queued(s, make_job(1, "v1", "order-1"));
   auto r = s.push(make_job(1, "v2", "order-1"));
@@ -613,7 +669,7 @@ TEST_CASE("scheduler: free_slots is max_concurrency minus in flight minus queued
 }
 
 TEST_CASE("scheduler: free_global_slots is max_in_flight minus in flight minus queued, at least 0") {
-  scheduler s({.max_in_flight = 5, .max_queued_per_endpoint = 100, .max_queued_total = 100});
+  scheduler s({.max_in_flight = 5, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 100, .max_queued_total = 100});
   s.configure(1, 10, false);
   s.configure(2, 10, false);
   CHECK(s.free_global_slots() == 5);
@@ -899,7 +955,7 @@ TEST_CASE("scheduler: random backlogs drain in rounds (k-th of every endpoint be
   std::mt19937_64 rng(20260101);
   for (int round = 0; round < 200; ++round) {
     CAPTURE(round);
-    scheduler s({.max_in_flight = 1000, .max_queued_per_endpoint = 1000, .max_queued_total = 100000});
+    scheduler s({.max_in_flight = 1000, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 1000, .max_queued_total = 100000});
     int endpoints = std::uniform_int_distribution<int>(1, 8)(rng);
     std::vector<int> backlog(static_cast<std::size_t>(endpoints) + 1, 0);
     std::vector<std::int64_t> order;  // random arrival order of jobs across endpoints

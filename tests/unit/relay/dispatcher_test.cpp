@@ -243,8 +243,12 @@ TEST_CASE("dispatcher: a stalled endpoint's queued deliveries go to PostgreSQL; 
 }
 
 TEST_CASE("dispatcher: a delivery queued longer than max_wait_in_memory is spilled, though its endpoint is not stalled") {
-  // One attempt in flight for the whole process: endpoint 2's delivery waits for endpoint 1's.
-  dispatcher_fixture f([](relay::dispatcher_options& o) { o.limits.max_in_flight = 1; });
+  // One attempt in flight for the whole process, none past the hold bound: endpoint 2's delivery
+  // waits for endpoint 1's.
+  dispatcher_fixture f([](relay::dispatcher_options& o) {
+    o.limits.max_in_flight = 1;
+    o.limits.max_slow_in_flight = 0;
+  });
   f.add_endpoint(1);
   f.add_endpoint(2);
   f.transaction({1});
@@ -262,6 +266,23 @@ TEST_CASE("dispatcher: a delivery queued longer than max_wait_in_memory is spill
   CHECK(upserts[1].outcome.status == sql::delivery_status::pending);
   CHECK(f.d->backlog().lane_of(2) == relay::lane::table);
   CHECK(f.d->backlog().lane_of(1) == relay::lane::memory);  // 1 of its 4 slots busy: not stalled
+}
+
+TEST_CASE("dispatcher: an attempt past the hold bound is parked, and frees its slot for another endpoint") {
+  // The same: one young attempt for the whole process; endpoint 1's hangs.
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.limits.max_in_flight = 1; });
+  f.add_endpoint(1);
+  f.add_endpoint(2);
+  f.transaction({1});
+  f.transaction({2});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  f.clock.advance(300ms);  // past the 250 ms hold bound
+  f.d->sweep();
+  f.run();
+  CHECK(f.transport.calls() == 2);  // endpoint 2's delivery started without waiting for endpoint 1's
+  CHECK(f.d->scheduler().parked_total() == 1);
+  CHECK(f.d->scheduler().in_flight_total() == 2);
 }
 
 TEST_CASE("dispatcher: merge — a queued state update is replaced by a newer one; the older one's hold goes") {
