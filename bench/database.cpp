@@ -24,7 +24,7 @@ std::string quote_value(const std::string& v) {
 
 }  // namespace
 
-bench_cluster::bench_cluster(const std::string& url, bool durable) {
+bench_cluster::bench_cluster(const std::string& url, bool durable, std::vector<std::string> extra_settings) {
   std::string source = url;
   if (url.empty()) {
     relay::embedded_postgres_options o;
@@ -33,6 +33,8 @@ bench_cluster::bench_cluster(const std::string& url, bool durable) {
     // Overrides of embedded_postgres's fsync=off / full_page_writes=off defaults (later -c wins):
     // production settings, so commits, crash recovery and restarts cost what they cost there.
     if (durable) o.settings.insert(o.settings.end(), {"fsync=on", "synchronous_commit=on", "full_page_writes=on"});
+    o.settings.insert(o.settings.end(), extra_settings.begin(), extra_settings.end());
+    extra_settings_ = std::move(extra_settings);
     pg_ = std::make_unique<relay::embedded_postgres>(o);
     source = pg_->url();
   }
@@ -110,7 +112,11 @@ void bench_cluster::drop_database(const std::string& name) {
 
 std::string bench_cluster::description() const {
   const std::string durability = (durable_ ? "durable: " : "NOT durable: ") + durability_;
-  if (pg_) return fmt::format("throwaway PostgreSQL {} on this host ({}; track_commit_timestamp=on)", version_, durability);
+  if (pg_) {
+    std::string extra;
+    for (const auto& x : extra_settings_) extra += "; " + x;
+    return fmt::format("throwaway PostgreSQL {} on this host ({}; track_commit_timestamp=on{})", version_, durability, extra);
+  }
   return fmt::format("PostgreSQL {} at {}{} ({}; track_commit_timestamp={})", version_, host_.empty() ? "local socket" : host_,
                      postmaster_.load() ? " (on this host)" : "", durability, commit_timestamps_ ? "on" : "off");
 }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -25,7 +26,9 @@ class bench_cluster {
   /// full_page_writes=on) unless `durable` is false (fsync=off, full_page_writes=off). Otherwise
   /// the role must be allowed to CREATE DATABASE and to use replication (walhook's needs anyway),
   /// and `durable` is ignored: the server's own settings are reported.
-  explicit bench_cluster(const std::string& url, bool durable = true);
+  /// `extra_settings` ("name=value") are added to the throwaway cluster's command line (e.g.
+  /// shared_preload_libraries=pg_stat_statements) and named in description(); ignored with a url.
+  explicit bench_cluster(const std::string& url, bool durable = true, std::vector<std::string> extra_settings = {});
   ~bench_cluster();
 
   /// A connection string (libpq key=value) for `database` on this server.
@@ -76,6 +79,7 @@ class bench_cluster {
   std::string durability_;  ///< "fsync=on, synchronous_commit=on, full_page_writes=on"
   bool durable_ = false;
   bool commit_timestamps_ = false;
+  std::vector<std::string> extra_settings_;
 };
 
 /// `walhook migrate --database-url <conninfo> [--slot NAME | --no-slot]`; throws with its output

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <string_view>
+#include <unordered_map>
 
 namespace walhook::bench {
 namespace {
@@ -19,7 +21,7 @@ std::int64_t system_us() {
       .count();
 }
 
-/// A jsonb[] array literal element: the JSON text in double quotes, `"` and `\` escaped.
+/// An array literal element (jsonb[] or text[]): the text in double quotes, `"` and `\` escaped.
 void append_array_element(std::string& out, std::string_view json) {
   out += '"';
   for (char c : json) {
@@ -44,6 +46,7 @@ load_generator::load_generator(generator_options options) : options_(std::move(o
   options_.rows_per_commit = std::max(1, options_.rows_per_commit);
   options_.tenants = std::max(1, options_.tenants);
   options_.connections = std::max(1, options_.connections);
+  if (options_.event_types.empty()) options_.event_types = {"order.created"};
   for (const auto& s : options_.schedule) {
     step_first_txn_.push_back(total_txns_);
     total_duration_ += s.duration;
@@ -133,7 +136,7 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
   std::unique_ptr<relay::blocking_db> db;
   auto connect = [&] {
     db = std::make_unique<relay::blocking_db>(options_.conninfo, fmt::format("walhook-bench-generator-{}", index));
-    PGresult* r = PQprepare(db->native(), stmt.c_str(), options_.insert_sql.c_str(), 2, nullptr);
+    PGresult* r = PQprepare(db->native(), stmt.c_str(), options_.insert_sql.c_str(), 3, nullptr);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     std::string err = ok ? "" : relay::one_line(PQresultErrorMessage(r));
     PQclear(r);
@@ -151,7 +154,10 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
 
   const int rows = options_.rows_per_commit;
   const std::string pad(options_.payload_bytes > 40 ? options_.payload_bytes - 40 : 1, 'x');
-  std::string tenants_param, payloads_param, payload;
+  const std::size_t types = options_.event_types.size();
+  std::unordered_map<std::string_view, std::uint16_t> type_of;
+  for (std::size_t t = 0; t < types; ++t) type_of.emplace(options_.event_types[t], static_cast<std::uint16_t>(t));
+  std::string tenants_param, payloads_param, types_param, payload;
   while (!stop_) {
     std::int64_t k = next_.fetch_add(1);
     if (k >= total_txns_) break;
@@ -163,19 +169,24 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
 
     tenants_param = "{";
     payloads_param = "{";
+    types_param = "{";
     for (int j = 0; j < rows; ++j) {
       std::int64_t g = k * rows + j;
       auto tenant = static_cast<std::uint32_t>(g % options_.tenants);
+      auto type = static_cast<std::size_t>((g / options_.tenants) % static_cast<std::int64_t>(types));
       if (j) {
         tenants_param += ',';
         payloads_param += ',';
+        types_param += ',';
       }
       tenants_param += tenant_name(tenant);
+      append_array_element(types_param, options_.event_types[type]);
       payload = fmt::format(R"({{"n":{},"kind":"bench","pad":"{}"}})", g, pad);
       append_array_element(payloads_param, payload);
     }
     tenants_param += '}';
     payloads_param += '}';
+    types_param += '}';
 
     txn_record rec;
     rec.scheduled_us = start_us_ + due_offset_us(k);
@@ -183,8 +194,8 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
     if (rec.sent_us - rec.scheduled_us > 1000) ++late_;
     try {
       if (!db) connect();
-      const char* values[2] = {tenants_param.c_str(), payloads_param.c_str()};
-      PGresult* r = PQexecPrepared(db->native(), stmt.c_str(), 2, values, nullptr, nullptr, 0);
+      const char* values[3] = {tenants_param.c_str(), payloads_param.c_str(), types_param.c_str()};
+      PGresult* r = PQexecPrepared(db->native(), stmt.c_str(), 3, values, nullptr, nullptr, 0);
       rec.acked_us = system_us();
       if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         std::string err = relay::one_line(PQresultErrorMessage(r));
@@ -200,8 +211,10 @@ void load_generator::run(int index, std::shared_ptr<worker_result> out) {
         if (PQgetlength(r, i, 0) == 36) std::memcpy(ev.id.data(), id, 36);
         const char* tenant = PQgetvalue(r, i, 1);
         ev.tenant = static_cast<std::uint32_t>(std::strtoul(tenant + std::strlen("tenant-"), nullptr, 10));
+        if (auto t = type_of.find(std::string_view(PQgetvalue(r, i, 2))); t != type_of.end()) ev.type = t->second;
         ev.commit_us = rec.acked_us;
-        if (ev.tenant < options_.deliveries_per_tenant.size()) deliveries += options_.deliveries_per_tenant[ev.tenant];
+        if (auto route = route_index(ev.tenant, ev.type, types); route < options_.deliveries_per_route.size())
+          deliveries += options_.deliveries_per_route[route];
         out->events.push_back(ev);
       }
       PQclear(r);

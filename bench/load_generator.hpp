@@ -29,16 +29,20 @@ struct rate_step {
 
 struct generator_options {
   std::string conninfo;
-  /// The transaction's one statement: $1 text[] tenant ids, $2 jsonb[] payloads (one element per
-  /// row); returns one row per event (id uuid, tenant_id text). See relay_driver::insert_sql.
+  /// The transaction's one statement: $1 text[] tenant ids, $2 jsonb[] payloads, $3 text[] event
+  /// types (one element per row); returns one row per event (id uuid, tenant_id text, event_type
+  /// text). See relay_driver::insert_sql.
   std::string insert_sql;
   std::vector<rate_step> schedule;
   int rows_per_commit = 1;
   std::size_t payload_bytes = 256;
   int tenants = 1;                    ///< tenant-0 … tenant-(n−1), events round-robin
-  /// Deliveries one event of each tenant is expected to produce (healthy endpoints only), for
-  /// the live backlog counter.
-  std::vector<int> deliveries_per_tenant;
+  /// Event types, round-robin within each tenant: event g has tenant g mod tenants and type
+  /// (g / tenants) mod types, so every (tenant, type) pair gets the same share.
+  std::vector<std::string> event_types{"order.created"};
+  /// Deliveries one event of each route is expected to produce (endpoints that can answer 2xx),
+  /// indexed by route_index(tenant, type), for the live backlog counter.
+  std::vector<int> deliveries_per_route;
   int connections = 4;
 };
 
@@ -56,12 +60,15 @@ struct event_record {
   std::array<char, 36> id{};      ///< uuid text
   std::uint32_t tenant = 0;
   std::uint32_t txn = 0;          ///< index into txns()
+  std::uint16_t type = 0;         ///< index into generator_options::event_types
   std::int64_t commit_us = 0;     ///< server commit timestamp (filled in later), else acked_us
   std::string_view id_view() const { return {id.data(), id.size()}; }
 };
 
 /// "tenant-<i>"
 std::string tenant_name(std::size_t i);
+/// Index of (tenant, event type) into generator_options::deliveries_per_route.
+inline std::size_t route_index(std::size_t tenant, std::size_t type, std::size_t types) { return tenant * types + type; }
 
 class load_generator {
  public:

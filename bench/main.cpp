@@ -3,6 +3,7 @@
 // client and signing. `walhook-bench run SCENARIO` (see bench/README.md).
 
 #include "bench/database.hpp"
+#include "bench/endpoint_scale.hpp"
 #include "bench/proc_stats.hpp"
 #include "bench/report.hpp"
 #include "bench/scenarios.hpp"
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 namespace {
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   choices.push_back("transient");
   run->add_option("scenario", scenario,
                   "steady | max | fanout | noisy-neighbour | recovery | custom | catchup | crash-hung | pg-restart | "
-                  "all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
+                  "endpoint-scale | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
       ->required()
       ->check(CLI::IsMember(choices));
   run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
@@ -146,6 +148,28 @@ int main(int argc, char** argv) {
   double restart_streaming_s = seconds_of(so.restart_streaming);
   run->add_option("--restart-streaming-s", restart_streaming_s, "pg-restart: seconds of load between walhook streaming again and the next restart")
       ->capture_default_str();
+  run->add_option("--scale-tenants", so.scale_tenants, "endpoint-scale: tenants")->capture_default_str()->check(CLI::Range(1, 100000));
+  run->add_option("--scale-endpoints-per-tenant", so.scale_endpoints_per_tenant, "endpoint-scale: endpoints of each tenant")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  run->add_option("--scale-fanout", so.scale_fanout,
+                  "endpoint-scale: endpoints each event goes to (each endpoint subscribes to one event type; must divide "
+                  "--scale-endpoints-per-tenant)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  run->add_option("--scale-rate", so.scale_rate, "endpoint-scale: events/s")->capture_default_str();
+  double scale_measure_s = seconds_of(so.scale_measure);
+  run->add_option("--scale-measure-s", scale_measure_s, "endpoint-scale: measured seconds of load")->capture_default_str();
+  run->add_option("--scale-bad", so.scale_bad,
+                  "endpoint-scale: share of endpoints that are bad (a third each: answer 500, answer after --scale-slow-ms, "
+                  "never answer)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  long long scale_slow_ms = so.scale_slow.count();
+  run->add_option("--scale-slow-ms", scale_slow_ms, "endpoint-scale: slow endpoints answer 200 after this long")->capture_default_str();
+  run->add_flag("--scale-control,!--no-scale-control", so.scale_control,
+                "endpoint-scale: also run the control (every endpoint answers at once)")
+      ->capture_default_str();
   run->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   try {
@@ -192,6 +216,9 @@ int main(int argc, char** argv) {
   so.crash_interval = std::chrono::milliseconds(crash_interval_ms);
   so.crash_down = std::chrono::milliseconds(crash_down_ms);
   so.restart_streaming = milliseconds_of(restart_streaming_s);
+  so.scale_measure = milliseconds_of(scale_measure_s);
+  so.scale_slow = std::chrono::milliseconds(scale_slow_ms);
+  so.relays_given = run->count("--relay") > 0;
   settings.walhook_binary = walhook_binary;
   settings.deadline = std::chrono::milliseconds(deadline_ms);
   settings.poll_interval = std::chrono::milliseconds(poll_interval_ms);
@@ -204,7 +231,18 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(settings.log_dir);
 
     if (!quiet) std::cerr << (database_url.empty() ? "starting a throwaway PostgreSQL …\n" : "connecting …\n");
-    bench_cluster cluster(database_url, durable);
+    // endpoint-scale reads the cost of walhook's statements from pg_stat_statements: the
+    // throwaway cluster preloads it then (and starts without it if the module is missing).
+    std::unique_ptr<bench_cluster> cluster_owner;
+    if (database_url.empty() && scenario == "endpoint-scale") {
+      try {
+        cluster_owner = std::make_unique<bench_cluster>(database_url, durable, endpoint_scale_cluster_settings());
+      } catch (const std::exception& e) {
+        std::cerr << "PostgreSQL did not start with pg_stat_statements (" << e.what() << "); starting without it\n";
+      }
+    }
+    if (!cluster_owner) cluster_owner = std::make_unique<bench_cluster>(database_url, durable);
+    bench_cluster& cluster = *cluster_owner;
     trial_runner runner(cluster, settings);
     const auto started = std::chrono::steady_clock::now();
     const std::string suite_began = now_iso(), suite_load_before = load_average();

@@ -133,13 +133,13 @@ std::string polling_relay::insert_sql() {
   return R"sql(
 WITH e AS (
   INSERT INTO walhook.outbox (tenant_id, event_type, payload)
-  SELECT u.t, 'order.created', u.p FROM unnest($1::text[], $2::jsonb[]) AS u(t, p)
+  SELECT u.t, u.e, u.p FROM unnest($1::text[], $2::jsonb[], $3::text[]) AS u(t, p, e)
   RETURNING id, tenant_id, event_type),
 d AS (
   INSERT INTO bench.deliveries (endpoint_id, event_id)
   SELECT ep.id, e.id FROM e JOIN walhook.endpoints ep ON ep.tenant_id = e.tenant_id
    WHERE ep.status = 'active' AND (ep.event_types IS NULL OR e.event_type = ANY (ep.event_types)))
-SELECT id, tenant_id FROM e)sql";
+SELECT id, tenant_id, event_type FROM e)sql";
 }
 
 struct polling_relay::impl : std::enable_shared_from_this<impl> {

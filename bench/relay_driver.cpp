@@ -43,8 +43,8 @@ class walhook_driver final : public relay_driver {
   std::string insert_sql() const override {
     return R"sql(
 INSERT INTO walhook.outbox (tenant_id, event_type, payload)
-SELECT u.t, 'order.created', u.p FROM unnest($1::text[], $2::jsonb[]) AS u(t, p)
-RETURNING id, tenant_id)sql";
+SELECT u.t, u.e, u.p FROM unnest($1::text[], $2::jsonb[], $3::text[]) AS u(t, p, e)
+RETURNING id, tenant_id, event_type)sql";
   }
 
   void start() override {

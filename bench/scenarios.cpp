@@ -1,5 +1,6 @@
 #include "bench/scenarios.hpp"
 
+#include "bench/endpoint_scale.hpp"
 #include "bench/scenario_support.hpp"
 #include "bench/transient.hpp"
 
@@ -391,7 +392,7 @@ scenario_report recovery(trial_runner& runner, const scenario_options& o) {
 
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"steady",  "max",        "fanout",     "noisy-neighbour", "recovery",
-                                              "custom",  "catchup",    "crash-hung", "pg-restart"};
+                                              "custom",  "catchup",    "crash-hung", "pg-restart", "endpoint-scale"};
   return names;
 }
 
@@ -412,6 +413,7 @@ scenario_report run_scenario(const std::string& name, trial_runner& runner, cons
   if (name == "catchup") return catchup(runner, options);
   if (name == "crash-hung") return crash_hung(runner, options);
   if (name == "pg-restart") return pg_restart(runner, options);
+  if (name == "endpoint-scale") return endpoint_scale(runner, options);
   throw std::runtime_error("unknown scenario: " + name);
 }
 

@@ -12,6 +12,8 @@
 //                   (endpoint down)
 //   crash-hung      kill -9 ×4 and a PostgreSQL immediate restart with a hung endpoint
 //   pg-restart      PostgreSQL restart -m fast under load and idle
+// and endpoint-scale (bench/endpoint_scale.hpp, not part of a suite): 2,000 endpoints, 10 % of
+// them failing, slow or hung, 1,000 events/s for 60 s, against the same with all answering.
 // Each builds workloads, runs them through the trial runner for every relay and run
 // (interleaved: run 1 of every relay, then run 2, … so drifting background load hits all
 // relays alike), and adds its findings (figures against the targets) to the report.
@@ -78,6 +80,17 @@ struct scenario_options {
   int restarts = 3;
   std::string restart_mode = "fast";               ///< pg_ctl stop mode: smart | fast | immediate
   std::chrono::milliseconds restart_streaming{5000};  ///< load between walhook streaming again and the next restart
+  // endpoint-scale
+  int scale_tenants = 200;
+  int scale_endpoints_per_tenant = 10;
+  int scale_fanout = 1;                          ///< endpoints each event goes to (divides endpoints per tenant)
+  double scale_rate = 1000;                      ///< events/s
+  std::chrono::milliseconds scale_measure{60000};
+  double scale_bad = 0.10;                       ///< share of endpoints that fail, are slow or hang
+  std::chrono::milliseconds scale_slow{2000};    ///< slow endpoints answer 200 after this
+  bool scale_control = true;                     ///< also the run where every endpoint answers at once
+  /// --relay was given: endpoint-scale runs those relays (otherwise walhook only).
+  bool relays_given = false;
 };
 
 /// Scenario names `run` accepts (without the suites "all" and "transient").

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <string>
 #include <thread>
@@ -28,6 +29,8 @@ struct endpoint_behaviour {
   std::chrono::milliseconds delay{0};  ///< answer after this long
   double error_rate = 0;               ///< answer 500 with this probability
   bool never = false;                  ///< read the request and never answer (the relay's deadline ends it)
+  /// Some requests can be answered 2xx (so the relay's backlog of this endpoint can drain).
+  bool can_succeed() const { return !never && error_rate < 1 && status >= 200 && status < 300; }
 };
 
 /// One endpoint of the workload.
@@ -39,6 +42,9 @@ struct endpoint_spec {
   /// loaded by SQL). Give such an endpoint a `tenant` index ≥ workload::tenants so the
   /// generator's backlog counter and the latency statistics leave it out.
   std::string tenant_id;
+  /// Subscribes to this one of workload::event_types only (walhook.endpoints.event_types);
+  /// none: to every event type (event_types NULL).
+  std::optional<std::size_t> event_type;
   int max_concurrency = 4;
   endpoint_behaviour behaviour;
   bool measured = true;        ///< part of the latency statistics ("healthy")

@@ -239,21 +239,37 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   // Endpoints and the receiver.
   auto endpoints = w.endpoints;
   auto snk = std::make_unique<sink>();
-  std::vector<int> deliveries_per_tenant(static_cast<std::size_t>(std::max(1, w.tenants)), 0);
+  const std::size_t n_tenants = static_cast<std::size_t>(std::max(1, w.tenants));
+  const std::vector<std::string> event_types = w.event_types.empty() ? std::vector<std::string>{"order.created"} : w.event_types;
+  const std::size_t n_types = event_types.size();
+  // The routes (tenant, event type) each endpoint receives.
+  auto routes_of = [&](const endpoint_spec& e) {
+    std::vector<std::size_t> out;
+    if (e.tenant >= n_tenants) return out;
+    for (std::size_t t = 0; t < n_types; ++t)
+      if (!e.event_type || *e.event_type == t) out.push_back(route_index(e.tenant, t, n_types));
+    return out;
+  };
+  std::vector<int> deliveries_per_route(n_tenants * n_types, 0);
   std::int64_t watched_id = 0;
   {
     relay::blocking_db db(conninfo, "walhook-bench");
+    db.exec("BEGIN");  // one commit (one WAL flush) for all of them, however many
     for (auto& e : endpoints) {
       e.secret = delivery::generate_secret();
       pg::params p{e.tenant_id.empty() ? tenant_name(e.tenant) : e.tenant_id, snk->url(e.path), e.secret,
-                   std::to_string(e.max_concurrency)};
-      auto r = db.exec("INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency) "
-                       "VALUES ($1, $2, $3, $4::int) RETURNING id", p);
+                   std::to_string(e.max_concurrency),
+                   e.event_type && *e.event_type < n_types ? std::optional<std::string>("{\"" + event_types[*e.event_type] + "\"}")
+                                                           : std::nullopt};
+      auto r = db.exec("INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types) "
+                       "VALUES ($1, $2, $3, $4::int, $5::text[]) RETURNING id", p);
       e.id = std::stoll(std::string(r.value(0, 0)));
       snk->configure(e);
-      if (!e.behaviour.never && e.tenant < deliveries_per_tenant.size()) ++deliveries_per_tenant[e.tenant];
+      if (e.behaviour.can_succeed())
+        for (auto route : routes_of(e)) ++deliveries_per_route[route];
       if (e.path == w.watch_path) watched_id = e.id;
     }
+    db.exec("COMMIT");
     try {
       db.exec("CHECKPOINT");  // start every trial from a clean shared-buffer state
     } catch (const relay::cli_error&) {
@@ -277,7 +293,8 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   gopt.rows_per_commit = w.rows_per_commit;
   gopt.payload_bytes = w.payload_bytes;
   gopt.tenants = w.tenants;
-  gopt.deliveries_per_tenant = deliveries_per_tenant;
+  gopt.event_types = event_types;
+  gopt.deliveries_per_route = deliveries_per_route;
   gopt.connections = w.connections;
   load_generator gen(gopt);
 
@@ -411,10 +428,10 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   snk->stop();
   std::unordered_map<std::string, std::uint32_t> endpoint_of;
   for (std::uint32_t i = 0; i < endpoints.size(); ++i) endpoint_of[endpoints[i].path] = i;
-  std::vector<std::vector<std::uint32_t>> measured_of_tenant(static_cast<std::size_t>(std::max(1, w.tenants)));
+  std::vector<std::vector<std::uint32_t>> measured_of_route(n_tenants * n_types);
   for (std::uint32_t i = 0; i < endpoints.size(); ++i)
-    if (endpoints[i].measured && endpoints[i].tenant < measured_of_tenant.size())
-      measured_of_tenant[endpoints[i].tenant].push_back(i);
+    if (endpoints[i].measured)
+      for (auto route : routes_of(endpoints[i])) measured_of_route[route].push_back(i);
   const std::uint64_t n_ep = endpoints.size();
   std::unordered_map<std::uint64_t, std::int64_t> first_receipt;
   first_receipt.reserve(requests.size() * 2);
@@ -463,8 +480,9 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
     const auto& tx = txns[ev.txn];
     const bool in_window = tx.scheduled_us >= window_start_us && tx.scheduled_us < window_end_us;
     if (ev.commit_us >= window_start_us && ev.commit_us < window_end_us) ++committed_in_window;
-    if (ev.tenant >= measured_of_tenant.size()) continue;
-    for (std::uint32_t ep : measured_of_tenant[ev.tenant]) {
+    const std::size_t route = route_index(ev.tenant, ev.type, n_types);
+    if (ev.tenant >= n_tenants || route >= measured_of_route.size()) continue;
+    for (std::uint32_t ep : measured_of_route[route]) {
       delivery_obs o;
       o.scheduled_us = tx.scheduled_us;
       o.commit_us = ev.commit_us;

@@ -25,6 +25,9 @@ struct workload {
   int rows_per_commit = 1;
   std::size_t payload_bytes = 256;
   int tenants = 8;
+  /// Event types of the generated events, round-robin within each tenant (see
+  /// generator_options::event_types); endpoint_spec::event_type picks one of them.
+  std::vector<std::string> event_types{"order.created"};
   int connections = 4;
   std::vector<endpoint_spec> endpoints;
   std::chrono::milliseconds drain{15000};  ///< after the schedule: wait this long at most for stragglers
