@@ -30,7 +30,7 @@
 namespace walhook::delivery {
 
 struct scheduler_limits {
-  std::size_t max_in_flight = 64;               ///< attempts in flight, whole process, not counting parked ones
+  std::size_t max_in_flight = 256;              ///< attempts in flight, whole process, not counting parked ones
   std::size_t max_slow_in_flight = 1024;        ///< parked attempts (past the hold bound), whole process
   std::size_t max_queued_per_endpoint = 1000;   ///< jobs waiting in memory per endpoint
   std::size_t max_queued_total = 10000;         ///< jobs waiting in memory, whole process

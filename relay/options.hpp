@@ -28,7 +28,7 @@ struct run_options {
   shard_spec shard;
   record_mode record = record_mode::failed;
 
-  delivery::scheduler_limits limits;                   ///< 64 in flight, 1000/endpoint, 10000 total in memory
+  delivery::scheduler_limits limits;                   ///< 256 in flight (+1,024 past the hold bound), 1000/endpoint, 10000 total in memory
   std::chrono::milliseconds max_wait_in_memory{1000};  ///< older queued deliveries are spilled
   /// An attempt still running after this long is recorded as 'sending' and stops holding its
   /// transaction's LSN (DESIGN §4 invariant 9): no customer holds the acknowledged position.
