@@ -137,7 +137,9 @@ struct engine::impl {
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
     progress_at = now;
-    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed, recovery.take_delivered(confirmed)});
+    // With its timeline: retried on a promoted standby after a failover, it is ignored there.
+    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed,
+                                      recovery.take_delivered(confirmed), stream.info().timeline});
   }
 
   /// start_session(), saying which step failed and the server's message.
@@ -399,7 +401,7 @@ struct engine::impl {
     if (store.backlog() == 0 && stream.confirmed().valid() && stream.confirmed() > progress_recorded) {
       progress_recorded = stream.confirmed();
       store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded,
-                                        recovery.take_delivered(progress_recorded)});
+                                        recovery.take_delivered(progress_recorded), stream.info().timeline});
       co_await store.async_idle(deadline);
     }
     co_await recovery.finish();  // a backfill whose deliveries all finished is not run again
