@@ -9,6 +9,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <variant>
 
@@ -170,23 +171,104 @@ asio::awaitable<error_code> connection::wait(want w, clock::time_point deadline)
   co_return error_code{};
 }
 
+std::vector<host_attempt> split_hosts(const std::string& conninfo, const connection::connect_params& extra) {
+  char* parse_error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
+  if (parse_error) PQfreemem(parse_error);
+  if (!parsed) return {};
+  connection::connect_params all;
+  for (const PQconninfoOption* o = parsed; o->keyword; ++o)
+    if (o->val) all.emplace_back(o->keyword, o->val);
+  PQconninfoFree(parsed);
+  auto find = [&all](std::string_view keyword) {
+    return std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == keyword; });
+  };
+  for (const auto& [k, v] : extra) {
+    if (auto it = find(k); it != all.end()) it->second = v;
+    else all.emplace_back(k, v);
+  }
+  auto value = [&](std::string_view keyword) {
+    auto it = find(keyword);
+    return it == all.end() ? std::string() : it->second;
+  };
+  auto list = [](const std::string& text) {
+    std::vector<std::string> out;
+    if (text.empty()) return out;
+    std::size_t from = 0;
+    for (std::size_t comma; (comma = text.find(',', from)) != std::string::npos; from = comma + 1)
+      out.push_back(text.substr(from, comma - from));
+    out.push_back(text.substr(from));
+    return out;
+  };
+  const auto hosts = list(value("host")), addresses = list(value("hostaddr")), ports = list(value("port"));
+  const std::size_t n = std::max(hosts.size(), addresses.size());
+  // Lists libpq would refuse (mismatched lengths) are left to libpq to report.
+  if (n <= 1 || value("target_session_attrs") == "prefer-standby" || (!hosts.empty() && hosts.size() != n) ||
+      (!addresses.empty() && addresses.size() != n) || (ports.size() > 1 && ports.size() != n))
+    return {};
+  std::optional<std::chrono::seconds> timeout;
+  if (const int t = std::atoi(value("connect_timeout").c_str()); t > 0) timeout = std::chrono::seconds{std::max(t, 2)};
+  std::vector<host_attempt> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    host_attempt a{all, timeout};
+    for (auto& [k, v] : a.params) {
+      if (k == "host") v = hosts[i];
+      else if (k == "hostaddr") v = addresses[i];
+      else if (k == "port" && ports.size() > 1) v = ports[i];
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 asio::awaitable<error_code> connection::async_connect(std::string conninfo, duration timeout,
                                                       connect_params extra) {
+  const auto deadline = clock::now() + timeout;
+  const auto hosts = split_hosts(conninfo, extra);
+  if (hosts.empty()) {
+    // "dbname" with expand_dbname = 1 expands a URL or key=value string; later keywords override.
+    std::vector<const char*> keywords{"dbname"};
+    std::vector<const char*> values{conninfo.c_str()};
+    for (const auto& [k, v] : extra) {
+      keywords.push_back(k.c_str());
+      values.push_back(v.c_str());
+    }
+    co_return co_await connect_once(keywords, values, true, deadline);
+  }
+  // One host at a time, each within its connect_timeout or an equal share of what is left: in
+  // PQconnectPoll libpq never gives up on a host by itself, so a host that accepts TCP but never
+  // answers (a hung server), or whose SYNs go unanswered (a dead machine), would use up the whole
+  // deadline on every attempt and the next host — a promoted standby — would never be tried.
+  std::string errors;
+  error_code ec = errc::timeout;
+  for (std::size_t i = 0; i < hosts.size() && clock::now() < deadline; ++i) {
+    const auto now = clock::now();
+    const auto share = hosts[i].connect_timeout ? clock::duration(*hosts[i].connect_timeout)
+                                                : (deadline - now) / static_cast<int>(hosts.size() - i);
+    std::vector<const char*> keywords, values;
+    for (const auto& [k, v] : hosts[i].params) {
+      keywords.push_back(k.c_str());
+      values.push_back(v.c_str());
+    }
+    ec = co_await connect_once(keywords, values, false, std::min(deadline, now + share));
+    if (!ec || ec == errc::cancelled) co_return ec;
+    errors += (errors.empty() ? "" : "; ") + last_error_;
+  }
+  last_error_ = errors.empty() ? "connection timed out" : errors;
+  co_return ec;
+}
+
+asio::awaitable<error_code> connection::connect_once(const std::vector<const char*>& keywords_in,
+                                                     const std::vector<const char*>& values_in, bool expand_dbname,
+                                                     clock::time_point deadline) {
   close();
   waiter_->cancelled = false;
   last_error_.clear();
   last_sqlstate_.clear();
-  auto deadline = clock::now() + timeout;
-  // "dbname" with expand_dbname = 1 expands a URL or key=value string; later keywords override.
-  std::vector<const char*> keywords{"dbname"};
-  std::vector<const char*> values{conninfo.c_str()};
-  for (const auto& [k, v] : extra) {
-    keywords.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
+  std::vector<const char*> keywords = keywords_in, values = values_in;
   keywords.push_back(nullptr);
   values.push_back(nullptr);
-  conn_ = PQconnectStartParams(keywords.data(), values.data(), 1);
+  conn_ = PQconnectStartParams(keywords.data(), values.data(), expand_dbname ? 1 : 0);
   if (conn_) PQsetNoticeProcessor(conn_, &notice_to_log, nullptr);
   if (!conn_ || PQstatus(conn_) == CONNECTION_BAD) {
     record_connection_error("connection failed");

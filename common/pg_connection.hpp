@@ -103,7 +103,10 @@ class connection {
   using connect_params = std::vector<std::pair<std::string, std::string>>;
 
   /// Opens the connection (PQconnectStartParams/PQconnectPoll). `conninfo` is a libpq URL or
-  /// key=value string; `extra` adds or overrides keywords (e.g. replication=database).
+  /// key=value string; `extra` adds or overrides keywords (e.g. replication=database). With
+  /// several hosts (`postgresql://a,b/db?target_session_attrs=read-write`), they are tried in
+  /// order, each within the conninfo's connect_timeout or else an equal share of `timeout`
+  /// (split_hosts()), so a host that never answers does not use up the whole deadline.
   /// Errors: errc::connect_failed (last_error() has libpq's message), errc::timeout.
   boost::asio::awaitable<error_code> async_connect(std::string conninfo, duration timeout,
                                                    connect_params extra = {});
@@ -161,6 +164,9 @@ class connection {
   boost::asio::awaitable<error_code> flush(std::chrono::steady_clock::time_point deadline);
   boost::asio::awaitable<result<query_result>> collect(std::chrono::steady_clock::time_point deadline,
                                                        bool stop_at_null);
+  boost::asio::awaitable<error_code> connect_once(const std::vector<const char*>& keywords,
+                                                  const std::vector<const char*>& values, bool expand_dbname,
+                                                  std::chrono::steady_clock::time_point deadline);
   void rebind_socket();
   error_code abandon(error_code ec);
   void record_error(const PGresult* res);
@@ -172,6 +178,21 @@ class connection {
   std::string last_error_;
   std::string last_sqlstate_;
 };
+
+/// One host's attempt out of a multi-host conninfo: every keyword libpq would use for it (the
+/// conninfo's, then `extra`), with host, hostaddr and port narrowed to that host.
+struct host_attempt {
+  connection::connect_params params;
+  /// The conninfo's connect_timeout, which libpq applies to each host (at least 2 s), if set.
+  std::optional<std::chrono::seconds> connect_timeout;
+};
+
+/// The hosts of `conninfo` in the order libpq tries them, one attempt each. libpq ignores
+/// connect_timeout in PQconnectPoll (its documentation leaves timing to the application), so
+/// connection::async_connect() tries them one at a time. Empty when there is a single host, when
+/// the conninfo does not parse (libpq reports that itself) or with
+/// target_session_attrs=prefer-standby (libpq's own two passes over the hosts): connect as is.
+std::vector<host_attempt> split_hosts(const std::string& conninfo, const connection::connect_params& extra);
 
 /// Quotes an SQL identifier ("slot" → "\"slot\"") for commands that cannot take parameters
 /// (replication commands, CREATE PUBLICATION).

@@ -142,7 +142,15 @@ int free_tcp_port() {
   return port;
 }
 
-std::string embedded_postgres::bin(const std::string& tool) const { return bindir_ + "/" + tool; }
+std::string embedded_postgres::bin(const std::string& tool) const {
+  std::string path = bindir_ + "/" + tool;
+  if (fs::exists(path)) return path;
+  // A PATH directory may link only some tools (initdb, postgres): the others (pg_basebackup)
+  // are next to the binary initdb links to.
+  std::error_code ec;
+  auto real = fs::canonical(bindir_ + "/initdb", ec).parent_path() / tool;
+  return !ec && fs::exists(real) ? real.string() : path;
+}
 
 std::vector<std::string> embedded_postgres::server_arguments() const {
   std::vector<std::string> args{bin("postgres"), "-D", dir_ + "/data"};
@@ -171,10 +179,19 @@ embedded_postgres::embedded_postgres(embedded_postgres_options options) : option
       throw std::runtime_error("chown " + dir_ + " failed: " + std::strerror(errno));
   }
   std::string out;
-  int rc = run_process({bin("initdb"), "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                        "--locale=C", "--no-sync"},
-                       user, out, dir_);
-  if (rc != 0) throw std::runtime_error("initdb failed: " + out);
+  if (const auto* primary = options_.standby_of) {
+    // A fast checkpoint so the copy starts at once; -R writes standby.signal and primary_conninfo.
+    int rc = run_process({bin("pg_basebackup"), "-D", dir_ + "/data", "-h", "127.0.0.1", "-p",
+                          std::to_string(primary->port()), "-U", "postgres", "-R", "-X", "stream", "-c", "fast",
+                          "--no-sync"},
+                         user, out, dir_);
+    if (rc != 0) throw std::runtime_error("pg_basebackup failed: " + out);
+  } else {
+    int rc = run_process({bin("initdb"), "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                          "--locale=C", "--no-sync"},
+                         user, out, dir_);
+    if (rc != 0) throw std::runtime_error("initdb failed: " + out);
+  }
   port_ = free_tcp_port();
   if (!start()) {
     std::ifstream log(log_path());
@@ -264,6 +281,14 @@ bool embedded_postgres::stop(const std::string& mode) {
   pid_ = 0;
   running_ = false;
   return true;
+}
+
+bool embedded_postgres::promote() {
+  try {
+    return psql("SELECT pg_promote(true, 60)") == "t";
+  } catch (const std::exception&) {
+    return false;  // not a standby, or not running
+  }
 }
 
 bool embedded_postgres::restart(const std::string& mode) {

@@ -5,6 +5,9 @@
 // root). The postmaster gets SIGQUIT if this process dies (PR_SET_PDEATHSIG), so a crashed demo
 // or test never leaves a server behind; the destructor stops it and removes the directory.
 //
+// With `standby_of`, the cluster is instead a streaming physical standby of another one
+// (pg_basebackup -R), which promote() turns into a primary: failover tests (it_failover).
+//
 // Blocking (fork/exec and waits): call it before the event loop runs, or from test code.
 
 #include <chrono>
@@ -16,16 +19,25 @@
 
 namespace walhook::relay {
 
+class embedded_postgres;
+
 struct embedded_postgres_options {
   /// Extra `-c name=value` settings, after walhook's defaults (wal_level=logical, fsync=off, …).
   std::vector<std::string> settings;
   /// Keep the directory after stop (for debugging).
   bool keep = false;
+  /// A running cluster to copy instead of running initdb: `pg_basebackup -R -X stream` from it
+  /// over loopback (initdb's trust pg_hba allows replication connections there), so this one
+  /// starts as its hot standby with the same system identifier, streaming its WAL without a
+  /// replication slot (on its own port and directory, with walhook's default settings plus
+  /// `settings`). The primary only needs to run while the copy is made.
+  const embedded_postgres* standby_of = nullptr;
 };
 
 class embedded_postgres {
  public:
-  /// initdb + start. Throws std::runtime_error with the tool's output on failure (fatal setup).
+  /// initdb (or pg_basebackup) + start. Throws std::runtime_error with the tool's output on
+  /// failure (fatal setup).
   explicit embedded_postgres(embedded_postgres_options options = {});
   ~embedded_postgres();
   embedded_postgres(const embedded_postgres&) = delete;
@@ -45,6 +57,9 @@ class embedded_postgres {
   bool start();
   /// stop(mode) then start(), like `pg_ctl restart -m <mode>`.
   bool restart(const std::string& mode = "fast");
+  /// A standby becomes a primary (`SELECT pg_promote()`, waiting up to 60 s): true once it
+  /// accepts writes.
+  bool promote();
   /// The postmaster's pid (0 when stopped).
   pid_t pid() const { return pid_; }
   bool running() const { return running_; }

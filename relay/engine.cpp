@@ -139,7 +139,9 @@ struct engine::impl {
     if (!session_active || !confirmed.valid() || confirmed <= progress_recorded || now - progress_at < 200ms) return;
     progress_recorded = confirmed;
     progress_at = now;
-    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed, recovery.take_delivered(confirmed)});
+    // With its timeline: retried on a promoted standby after a failover, it is ignored there.
+    store.enqueue(sql::progress_write{options.slot, stream.info().system_id, confirmed,
+                                      recovery.take_delivered(confirmed), stream.info().timeline});
   }
 
   /// start_session(), saying which step failed and the server's message.
@@ -402,7 +404,8 @@ struct engine::impl {
     auto delivered = recovery.take_delivered(stream.confirmed());
     if (store.backlog() == 0 && stream.confirmed().valid() && (stream.confirmed() > progress_recorded || delivered)) {
       progress_recorded = std::max(progress_recorded, stream.confirmed());
-      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded, std::move(delivered)});
+      store.enqueue(sql::progress_write{options.slot, stream.info().system_id, progress_recorded, std::move(delivered),
+                                        stream.info().timeline});
       co_await store.async_idle(deadline);
     }
     co_await recovery.finish();  // a backfill whose deliveries all finished is not run again

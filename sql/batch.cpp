@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace walhook::sql {
@@ -53,9 +54,9 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   updates.begin_array();
   health.begin_array();
   bool any_upsert = false, any_update = false;
-  // The last health write per endpoint, the highest progress per (slot, system).
+  // The last health write per endpoint, the highest progress per (slot, system, timeline).
   std::map<std::int64_t, const health_write*> latest_health;
-  std::map<std::pair<std::string, std::string>, std::pair<lsn, std::optional<std::string>>> latest_progress;
+  std::map<std::tuple<std::string, std::string, int>, std::pair<lsn, std::optional<std::string>>> latest_progress;
   std::vector<const removal_streamed*> removals;
   // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
   // newest event is written — by commit LSN, since failures of attempts that ran at the same
@@ -103,7 +104,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     } else if (const auto* h = std::get_if<health_write>(&writes[i])) {
       latest_health[h->endpoint_id] = h;
     } else if (const auto* p = std::get_if<progress_write>(&writes[i])) {
-      auto& [position, snapshot] = latest_progress[{p->slot, p->system_id}];
+      auto& [position, snapshot] = latest_progress[{p->slot, p->system_id, p->timeline}];
       position = std::max(position, p->confirmed_lsn);
       if (p->delivered_snapshot) snapshot = p->delivered_snapshot;  // queued later: taken later
     } else if (const auto* r = std::get_if<removal_streamed>(&writes[i])) {
@@ -146,7 +147,8 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   }
   for (const auto& [key, progress] : latest_progress)
     out.push_back({std::string(statements::record_progress),
-                   {key.first, key.second, progress.first.to_string(), progress.second}});
+                   {std::get<0>(key), std::get<1>(key), progress.first.to_string(), progress.second,
+                    std::to_string(std::get<2>(key))}});
   return out;
 }
 

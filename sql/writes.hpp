@@ -94,6 +94,10 @@ struct progress_write {
   /// insert position read right after it is at or before confirmed_lsn); empty: keep the
   /// recorded one. The lower bound of a backfill after a slot loss (sql/migrations/005).
   std::optional<std::string> delivered_snapshot;
+  /// IDENTIFY_SYSTEM's timeline the position was acknowledged on (0: not known). The write is not
+  /// recorded on a server that writes another timeline: after a failover, a write of the old
+  /// primary retried on the promoted one (same system_id) describes WAL this server never had.
+  int timeline = 0;
 };
 
 /// walhook streamed the removal (DELETE or a changed id; TRUNCATE when endpoint_id is empty) of an

@@ -169,7 +169,10 @@ asio::awaitable<error_code> replication_stream::async_start() {
   };
   auto timeout = s.options.connect_timeout;
   lsn resume = s.resume;
-  if (resume.valid() && (s.resume_system_id != s.info.system_id || resume > s.info.server_flush)) {
+  // A slot created this session starts at its own consistent point, after IDENTIFY_SYSTEM's
+  // xlogpos: the record (reset to that point) is not used, so it is no reason to warn.
+  if (resume.valid() && !s.info.slot_created &&
+      (s.resume_system_id != s.info.system_id || resume > s.info.server_flush)) {
     log::warn("replication.progress_ignored", {{"recorded_lsn", resume.to_string()},
                                                {"recorded_system_id", s.resume_system_id},
                                                {"system_id", s.info.system_id},

@@ -1,5 +1,6 @@
 // The async libpq connection against a real server: timeouts in the middle of a command close
-// the connection (it cannot be reused) instead of wedging every later query.
+// the connection (it cannot be reused) instead of wedging every later query; a multi-host URL
+// whose first host never answers still reaches the next one (failover).
 
 #include "common/pg_connection.hpp"
 #include "tests/harness/harness.hpp"
@@ -9,6 +10,11 @@
 #include <boost/asio/use_future.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -42,4 +48,53 @@ TEST_CASE("a query that outlives its deadline closes the connection; reconnectin
   auto pipeline = run(conn.async_pipeline(std::vector<pg::statement>{{"SELECT 1", {}}, {"SELECT $1::int * 2", {"21"}}}, 5s));
   REQUIRE(pipeline.has_value());
   CHECK((*pipeline)[1].value(0, 0) == "42");
+}
+
+TEST_CASE("a first host that accepts TCP but never answers does not keep a multi-host URL from the next host") {
+  auto& pg = test::cluster();
+  // A listener nobody accepts from: the kernel completes the handshake, libpq sends its startup
+  // packet and nothing ever answers — a hung server, as a dead machine behind a live address is.
+  int hung = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(hung >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(hung, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(hung, 16) == 0);
+  REQUIRE(::getsockname(hung, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int hung_port = ntohs(addr.sin_port);
+
+  asio::io_context ioc;
+  pg::connection conn(ioc.get_executor());
+  auto connect = [&](const std::string& url, std::chrono::milliseconds timeout) {
+    auto f = asio::co_spawn(ioc, conn.async_connect(url, timeout, {{"application_name", "it_pg_connection"}}),
+                            asio::use_future);
+    auto began = std::chrono::steady_clock::now();
+    ioc.run();
+    ioc.restart();
+    auto ec = f.get();
+    return std::pair{ec, std::chrono::steady_clock::now() - began};
+  };
+  // The URL's connect_timeout bounds each host, as libpq does in blocking mode.
+  auto [ec, took] = connect(fmt::format("postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?"
+                                        "target_session_attrs=read-write&connect_timeout=2", hung_port, pg.port()),
+                            10s);
+  CHECK_FALSE(ec);
+  CHECK(conn.is_open());
+  CHECK(took >= 1900ms);
+  CHECK(took < 5s);
+  // Without one, each host gets an equal share of the deadline.
+  std::tie(ec, took) =
+      connect(fmt::format("postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/postgres", hung_port, pg.port()), 3s);
+  CHECK_FALSE(ec);
+  CHECK(took >= 1400ms);
+  CHECK(took < 3s);
+  // Every host failing: each one's reason.
+  std::tie(ec, took) = connect(fmt::format("postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/postgres", hung_port,
+                                           relay::free_tcp_port()), 1s);
+  CHECK(ec);
+  CHECK(conn.last_error().find("timed out") != std::string::npos);
+  CHECK(conn.last_error().find("refused") != std::string::npos);
+  ::close(hung);
 }

@@ -219,6 +219,16 @@ TEST_CASE("slot progress is recorded and only moves forward; a delivered snapsho
   CHECK(p->system_id == "sys2");
   CHECK(!p->has_delivered_snapshot);  // the other cluster's snapshot means nothing here
   CHECK(!f.run(f.store->load_progress("other"))->confirmed.valid());
+  // A write of a timeline this server does not write (the old primary's, retried on a promoted
+  // standby) is not recorded; one of its own timeline (a fresh cluster's is 1) is.
+  f.store->enqueue(sql::progress_write{"s", "sys2", walhook::lsn{9000}, "200:205:", 7});
+  f.flush();
+  CHECK(f.run(f.store->load_progress("s"))->confirmed == walhook::lsn{500});
+  CHECK(snapshot().empty());
+  f.store->enqueue(sql::progress_write{"s", "sys2", walhook::lsn{600}, "200:205:", 1});
+  f.flush();
+  CHECK(f.run(f.store->load_progress("s"))->confirmed == walhook::lsn{600});
+  CHECK(snapshot() == "200:205:");
 }
 
 TEST_CASE("an attempt recorded 'sending' owns its row: its outcome lands by (endpoint, event); a stale reset spares owned rows") {

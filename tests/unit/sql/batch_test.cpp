@@ -76,7 +76,7 @@ TEST_CASE("build_batch: one statement per kind, in a fixed order; upserts carry 
   CHECK(st[1].sql == statements::update_deliveries);
   CHECK(st[2].sql == statements::write_health);
   CHECK(st[3].sql == statements::record_progress);
-  CHECK(st[3].args == pg::params{"slot", "sys", "0/500", std::nullopt});
+  CHECK(st[3].args == pg::params{"slot", "sys", "0/500", std::nullopt, "0"});
   CHECK(rows_of(st[0], "commit_lsn") == std::vector<std::string>{"16/B374D848"});
   CHECK(rows_of(st[0], "status") == std::vector<std::string>{"pending"});
   CHECK(rows_of(st[0], "next_attempt_in_ms") == std::vector<std::string>{"30000"});
@@ -137,15 +137,21 @@ TEST_CASE("build_batch: the last health write per endpoint wins and brings its d
   w.push_back(progress_write{"s", "sys", lsn{0x900}, "10:12:10,11"});
   w.push_back(progress_write{"s", "sys", lsn{0x800}, {}});
   w.push_back(progress_write{"s", "other", lsn{0x100}, {}});
+  // Of another timeline (the old primary's, retried after a failover): its own statement, which
+  // the server ignores; it never raises the position of this one.
+  w.push_back(progress_write{"s", "sys", lsn{0x9000}, "20:22:", 1});
+  w.push_back(progress_write{"s", "sys", lsn{0x700}, {}, 2});
   auto st = build_batch(w);
-  REQUIRE(st.size() == 4);
+  REQUIRE(st.size() == 6);
   CHECK(rows_of(st[0], "endpoint_id") == std::vector<std::string>{"5", "6"});
   CHECK(rows_of(st[0], "consecutive_failures") == std::vector<std::string>{"2", "9"});
   CHECK(st[1].sql == statements::disable_endpoints);
   CHECK(st[1].args == pg::params{"{5}"});
   // The highest position, with the last delivered snapshot given (none: the recorded one stays).
-  CHECK(st[2].args == pg::params{"s", "other", "0/100", std::nullopt});
-  CHECK(st[3].args == pg::params{"s", "sys", "0/900", "10:12:10,11"});
+  CHECK(st[2].args == pg::params{"s", "other", "0/100", std::nullopt, "0"});
+  CHECK(st[3].args == pg::params{"s", "sys", "0/900", "10:12:10,11", "0"});
+  CHECK(st[4].args == pg::params{"s", "sys", "0/9000", "20:22:", "1"});
+  CHECK(st[5].args == pg::params{"s", "sys", "0/700", std::nullopt, "2"});
 }
 
 TEST_CASE("build_batch: a mark ('sending') is an upsert like any other and never merges") {
