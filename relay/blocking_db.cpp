@@ -20,9 +20,11 @@ std::string one_line(std::string text) {
 }
 
 blocking_db::blocking_db(const std::string& url, const std::string& application_name, bool replication) {
-  const char* keywords[] = {"dbname", "application_name", "connect_timeout", "options", replication ? "replication" : nullptr,
-                            nullptr};
-  const char* values[] = {url.c_str(), application_name.c_str(), "10", "-c TimeZone=UTC -c DateStyle=ISO", "database",
+  // connect_timeout before dbname: a URL's own (per host, e.g. 2 s with several hosts) wins over
+  // the 10 s default, since with expand_dbname the URL's settings override earlier keywords.
+  const char* keywords[] = {"connect_timeout", "dbname", "application_name", "options",
+                            replication ? "replication" : nullptr, nullptr};
+  const char* values[] = {"10", url.c_str(), application_name.c_str(), "-c TimeZone=UTC -c DateStyle=ISO", "database",
                           nullptr};
   conn_ = PQconnectdbParams(keywords, values, 1);
   if (conn_)
