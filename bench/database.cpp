@@ -169,4 +169,12 @@ void walhook_migrate(const std::string& walhook_binary, const std::string& conni
   if (relay::run_process(argv, "", out) != 0) throw std::runtime_error("walhook migrate failed: " + out);
 }
 
+void walhook_reshard(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot, int from, int to) {
+  std::string out;
+  if (relay::run_process({walhook_binary, "reshard", "--database-url", conninfo, "--slot", slot, "--from", std::to_string(from),
+                          "--to", std::to_string(to)},
+                         "", out) != 0)
+    throw std::runtime_error("walhook reshard failed: " + out);
+}
+
 }  // namespace walhook::bench

@@ -86,4 +86,8 @@ class bench_cluster {
 /// on failure.
 void walhook_migrate(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot);
 
+/// `walhook reshard --database-url <conninfo> --slot <slot> --from <from> --to <to>` (every
+/// walhook of the old layout stopped); throws with its output on failure.
+void walhook_reshard(const std::string& walhook_binary, const std::string& conninfo, const std::string& slot, int from, int to);
+
 }  // namespace walhook::bench

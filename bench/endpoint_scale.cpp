@@ -1,5 +1,6 @@
 #include "bench/endpoint_scale.hpp"
 
+#include "bench/admin_metrics.hpp"
 #include "bench/proc_stats.hpp"
 #include "bench/scenario_support.hpp"
 #include "relay/blocking_db.hpp"
@@ -12,15 +13,8 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 namespace walhook::bench {
 namespace {
@@ -40,69 +34,6 @@ const char* kind_name(endpoint_kind k) {
     case endpoint_kind::hung: return "hung";
   }
   return "?";
-}
-
-std::string thousands(double n) {
-  auto v = static_cast<long long>(std::llround(n));
-  std::string digits = std::to_string(v < 0 ? -v : v), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (v < 0 ? "-" : "") + out;
-}
-
-/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), for
-/// walhook's --admin-listen; 0 if none could be had.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
-/// GET /metrics from walhook's admin listener on 127.0.0.1:port (blocking, 5 s per send and
-/// receive): every sample, by name with its labels as written (`walhook_endpoint_in_flight{endpoint="7"}`).
-/// Empty when it could not be read.
-std::map<std::string, double> scrape_metrics(int port) {
-  std::map<std::string, double> out;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return out;
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) response.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  const auto body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) return out;
-  std::istringstream in(response.substr(body + 4));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    out[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
-  }
-  return out;
 }
 
 std::string without_space(std::string_view s) {
@@ -225,15 +156,6 @@ std::map<std::string, statement_cost> statement_costs(relay::blocking_db& db) {
     cost.rows += std::strtod(std::string(r.value(i, 3)).c_str(), nullptr);
   }
   return out;
-}
-
-double extra_or(const trial_result& t, const std::string& key, double fallback = -1) {
-  auto it = t.extra.find(key);
-  return it == t.extra.end() ? fallback : it->second;
-}
-
-double median_extra(const trial_group& g, const std::string& key) {
-  return median_of(g, [&](const trial_result& t) { return extra_or(t, key); });
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   choices.push_back("transient");
   run->add_option("scenario", scenario,
                   "steady | max | fanout | noisy-neighbour | recovery | custom | catchup | crash-hung | pg-restart | "
-                  "endpoint-scale | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
+                  "endpoint-scale | shards | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
       ->required()
       ->check(CLI::IsMember(choices));
   run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
@@ -170,6 +170,30 @@ int main(int argc, char** argv) {
   run->add_flag("--scale-control,!--no-scale-control", so.scale_control,
                 "endpoint-scale: also run the control (every endpoint answers at once)")
       ->capture_default_str();
+  run->add_option("--shard-counts", so.shard_counts, "shards: walhook processes (shards) to compare, comma-separated; 1 = unsharded")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  run->add_option("--shard-variants", so.shard_variants, "shards: workloads, comma-separated: steady, backlog")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"steady", "backlog"}));
+  run->add_option("--shard-tenants", so.shard_tenants, "shards: tenants (one endpoint each), spread over the shards by walhook's hash")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  run->add_option("--shard-rate", so.shard_rate, "shards steady: events/s, one row per transaction")->capture_default_str();
+  double shard_measure_s = seconds_of(so.shard_measure);
+  run->add_option("--shard-measure-s", shard_measure_s, "shards steady: measured seconds of load (after --warmup-s)")->capture_default_str();
+  run->add_option("--shard-backlog", so.shard_backlog, "shards backlog: events committed while no walhook runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  run->add_option("--shard-backlog-rows-per-commit", so.shard_backlog_rows_per_commit, "shards backlog: rows per transaction")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  run->add_option("--shard-backlog-rate", so.shard_backlog_rate, "shards backlog: events/s while the backlog is committed")
+      ->capture_default_str();
+  run->add_option("--shard-backlog-connections", so.shard_backlog_connections, "shards backlog: generator connections")
+      ->capture_default_str();
   run->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   try {
@@ -218,6 +242,7 @@ int main(int argc, char** argv) {
   so.restart_streaming = milliseconds_of(restart_streaming_s);
   so.scale_measure = milliseconds_of(scale_measure_s);
   so.scale_slow = std::chrono::milliseconds(scale_slow_ms);
+  so.shard_measure = milliseconds_of(shard_measure_s);
   so.relays_given = run->count("--relay") > 0;
   settings.walhook_binary = walhook_binary;
   settings.deadline = std::chrono::milliseconds(deadline_ms);

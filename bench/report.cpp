@@ -189,7 +189,7 @@ std::string markdown_machine(const scenario_report& r) {
 
 std::string markdown_tables(const scenario_report& r) {
   auto groups = group_trials(r);
-  std::string md;
+  std::string md = r.headline_markdown.empty() ? std::string() : r.headline_markdown + "\n";
   md += "Latency is commit-to-receipt (receipt time at the receiver − commit time of the event's transaction, same "
         "host clock), medians over runs of each run's percentile; ≥ marks percentiles reached by deliveries that "
         "never arrived (counted as drain end − commit).\n\n";
@@ -401,6 +401,7 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
        << markdown_tables(r);
     md << "\n![latency CDF](" << r.scenario << "-cdf.png)\n";
     md << "\n![backlog and slot lag over time](" << r.scenario << "-timeline.png)\n";
+    for (const auto& p : r.plots) md << "\n![" << p.title << "](" << r.scenario << "-" << p.name << ".png)\n";
     written.push_back(base + ".md");
   }
 
@@ -480,6 +481,16 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
     if (any_lag) gp << "set ylabel 'slot lag (MiB)'\nplot " << lag_plots << "\nunset multiplot\n";
     gp.close();
     if (auto err = run_gnuplot(dir, r.scenario + "-timeline.gp"); err.empty()) written.push_back(base + "-timeline.png");
+    else written.push_back("(" + err + ")");
+  }
+  for (const auto& p : r.plots) {
+    const std::string data = "data/" + r.scenario + "-" + p.name + ".dat", stem = r.scenario + "-" + p.name;
+    std::ofstream(dir + "/" + data) << p.data;
+    std::ofstream gp(dir + "/" + stem + ".gp");
+    gp << "set terminal pngcairo size 1200,520 font 'sans,10'\nset output '" << stem << ".png'\ndatafile = '" << data << "'\n"
+       << p.script;
+    gp.close();
+    if (auto err = run_gnuplot(dir, stem + ".gp"); err.empty()) written.push_back(dir + "/" + stem + ".png");
     else written.push_back("(" + err + ")");
   }
   return written;

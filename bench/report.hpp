@@ -25,6 +25,15 @@ struct scenario_report {
   std::vector<trial_result> trials;
   /// Scenario-level lines for the summary (ratios against targets, the ladder, …).
   std::vector<std::string> findings;
+  /// A scenario's own markdown (its headline table), printed before the generic tables.
+  std::string headline_markdown;
+  /// A scenario's own plots, besides the CDF and the timeline: <scenario>-<name>.png, drawn by
+  /// `script` (gnuplot commands; the terminal and output are set, and `datafile` names the file
+  /// written from `data`, data/<scenario>-<name>.dat).
+  struct plot {
+    std::string name, title, data, script;
+  };
+  std::vector<plot> plots;
 };
 
 /// The trials of one (variant, relay), in run order.

@@ -1,5 +1,5 @@
 #pragma once
-// What the scenario files (scenarios.cpp, transient.cpp) share: labels, the met/missed marker,
+// What the scenario files (scenarios.cpp, transient.cpp, endpoint_scale.cpp, shards.cpp) share: labels, the met/missed marker,
 // the loop over workloads × relays × runs.
 
 #include "bench/report.hpp"
@@ -21,6 +21,12 @@ const trial_group* find_group(const std::vector<trial_group>& groups, const std:
 std::string met(bool ok);
 /// System clock, µs since the Unix epoch: the clock of receipts, commits and trial_result::start_us.
 std::int64_t system_now_us();
+/// "50,000": a count with thousands separators.
+std::string thousands(double n);
+/// A trial's scenario figure `key`, `fallback` when it has none.
+double extra_or(const trial_result& t, const std::string& key, double fallback = -1);
+/// Median over a group's runs of the scenario figure `key` (−1 for a run without it).
+double median_extra(const trial_group& g, const std::string& key);
 
 /// Runs every workload × relay × run, interleaving relays within a run (run 1 of every relay, then
 /// run 2, …). A trial that throws becomes a finding; the others go on.

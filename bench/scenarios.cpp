@@ -2,6 +2,7 @@
 
 #include "bench/endpoint_scale.hpp"
 #include "bench/scenario_support.hpp"
+#include "bench/shards.hpp"
 #include "bench/transient.hpp"
 
 #include <fmt/format.h>
@@ -30,6 +31,25 @@ std::string met(bool ok) { return ok ? "**met**" : "**missed**"; }
 
 std::int64_t system_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string thousands(double n) {
+  auto v = static_cast<long long>(std::llround(n));
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+double extra_or(const trial_result& t, const std::string& key, double fallback) {
+  auto it = t.extra.find(key);
+  return it == t.extra.end() ? fallback : it->second;
+}
+
+double median_extra(const trial_group& g, const std::string& key) {
+  return median_of(g, [&](const trial_result& t) { return extra_or(t, key); });
 }
 
 void run_all(scenario_report& report, trial_runner& runner, const scenario_options& o, const std::vector<workload>& ws,
@@ -392,7 +412,8 @@ scenario_report recovery(trial_runner& runner, const scenario_options& o) {
 
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"steady",  "max",        "fanout",     "noisy-neighbour", "recovery",
-                                              "custom",  "catchup",    "crash-hung", "pg-restart", "endpoint-scale"};
+                                              "custom",  "catchup",    "crash-hung", "pg-restart", "endpoint-scale",
+                                              "shards"};
   return names;
 }
 
@@ -414,6 +435,7 @@ scenario_report run_scenario(const std::string& name, trial_runner& runner, cons
   if (name == "crash-hung") return crash_hung(runner, options);
   if (name == "pg-restart") return pg_restart(runner, options);
   if (name == "endpoint-scale") return endpoint_scale(runner, options);
+  if (name == "shards") return shards(runner, options);
   throw std::runtime_error("unknown scenario: " + name);
 }
 

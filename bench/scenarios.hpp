@@ -14,6 +14,8 @@
 //   pg-restart      PostgreSQL restart -m fast under load and idle
 // and endpoint-scale (bench/endpoint_scale.hpp, not part of a suite): 2,000 endpoints, 10 % of
 // them failing, slow or hung, 1,000 events/s for 60 s, against the same with all answering.
+// and shards (bench/shards.hpp, not part of a suite): 1, 2 and 4 walhooks on one database, one
+// per shard — latency at a steady rate, time to drain a backlog, and what each walsender costs.
 // Each builds workloads, runs them through the trial runner for every relay and run
 // (interleaved: run 1 of every relay, then run 2, … so drifting background load hits all
 // relays alike), and adds its findings (figures against the targets) to the report.
@@ -89,6 +91,16 @@ struct scenario_options {
   double scale_bad = 0.10;                       ///< share of endpoints that fail, are slow or hang
   std::chrono::milliseconds scale_slow{2000};    ///< slow endpoints answer 200 after this
   bool scale_control = true;                     ///< also the run where every endpoint answers at once
+  // shards
+  std::vector<int> shard_counts{1, 2, 4};          ///< walhook processes (shards) per trial; 1: unsharded
+  std::vector<std::string> shard_variants{"steady", "backlog"};
+  int shard_tenants = 128;                         ///< tenants, one endpoint each, spread over the shards by walhook's hash
+  double shard_rate = 1000;                        ///< steady: events/s, one row per transaction
+  std::chrono::milliseconds shard_measure{20000};  ///< steady: measured load (after the warm-up)
+  int shard_backlog = 50000;                       ///< backlog: events committed while walhook is stopped
+  int shard_backlog_rows_per_commit = 10;          ///< backlog: rows per transaction
+  double shard_backlog_rate = 10000;               ///< backlog: events/s while it is committed
+  int shard_backlog_connections = 8;               ///< backlog: generator connections
   /// --relay was given: endpoint-scale runs those relays (otherwise walhook only).
   bool relays_given = false;
 };

@@ -25,16 +25,6 @@ using namespace std::chrono_literals;
 double seconds(milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 double seconds_between(std::int64_t from_us, std::int64_t to_us) { return static_cast<double>(to_us - from_us) / 1e6; }
 
-std::string count_label(double n) {
-  auto v = static_cast<long long>(std::llround(n));
-  std::string digits = std::to_string(v < 0 ? -v : v), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (v < 0 ? "-" : "") + out;
-}
-
 /// The transient scenarios act on the walhook process: the other relays are left out.
 std::vector<relay_kind> walhook_only(const scenario_options& o, scenario_report& r) {
   std::vector<relay_kind> relays;
@@ -112,15 +102,6 @@ std::vector<std::int64_t> duplicates_by_disruption(std::vector<relay::received_r
   return out;
 }
 
-double extra_or(const trial_result& t, const std::string& key, double fallback = -1) {
-  auto it = t.extra.find(key);
-  return it == t.extra.end() ? fallback : it->second;
-}
-
-double median_extra(const trial_group& g, const std::string& key) {
-  return median_of(g, [&](const trial_result& t) { return extra_or(t, key); });
-}
-
 /// "a / b / c" of one figure over a group's runs (every run, for figures too few to median well).
 std::string per_run(const trial_group& g, const std::function<double(const trial_result&)>& f, int decimals = 0) {
   std::vector<std::string> parts;
@@ -148,7 +129,7 @@ void catchup_from_slot(scenario_report& r, trial_runner& runner, const scenario_
   const double live = o.catchup_live_rate;
   workload w;
   w.variant = fmt::format("from the slot: {} at {} while walhook is down {:.0f} s, then {} live",
-                          count_label(o.catchup_rate * down_s) + " events", rate_label(o.catchup_rate), down_s, rate_label(live));
+                          thousands(o.catchup_rate * down_s) + " events", rate_label(o.catchup_rate), down_s, rate_label(live));
   w.warmup = 0ms;  // every event counts: the backlog is the point
   w.schedule = {{o.catchup_down, o.catchup_rate}, {o.catchup_max, live}};
   w.payload_bytes = o.payload_bytes;
@@ -237,8 +218,8 @@ void catchup_from_slot(scenario_report& r, trial_runner& runner, const scenario_
       "from the slot: first delivery {:.2f} s after `walhook run` started, backlog of {} deliveries drained at {} "
       "deliveries/s (target ≥ 15,000: {}), caught up {:.1f} s after the start; rows written to walhook.deliveries {} "
       "(target 0: {}); duplicates {:.0f}, lost {:.0f} (must be 0: {}) — medians of {} run(s); drain rate per run: {}",
-      median_extra(*g, "first_delivery_after_start_s"), count_label(median_extra(*g, "backlog_deliveries")), count_label(rate),
-      met(rate >= 15000), median_extra(*g, "caught_up_after_start_s"), count_label(rows), met(rows == 0),
+      median_extra(*g, "first_delivery_after_start_s"), thousands(median_extra(*g, "backlog_deliveries")), thousands(rate),
+      met(rate >= 15000), median_extra(*g, "caught_up_after_start_s"), thousands(rows), met(rows == 0),
       median_extra(*g, "duplicates"), lost, met(lost == 0), g->runs.size(),
       per_run(*g, [](const trial_result& t) { return extra_or(t, "drain_per_s"); })));
   const double committed = median_extra(*g, "backlog_committed_per_s");
@@ -246,7 +227,7 @@ void catchup_from_slot(scenario_report& r, trial_runner& runner, const scenario_
     r.findings.push_back(fmt::format("from the slot: the generator committed the backlog at only {} events/s of the {} asked "
                                      "(database-bound on this machine): the backlog took longer to build (walhook started once "
                                      "all of it was committed), its size is the same",
-                                     count_label(committed), count_label(o.catchup_rate)));
+                                     thousands(committed), thousands(o.catchup_rate)));
 }
 
 // ------------------------------------------------------------------ catchup: from the table
@@ -257,7 +238,7 @@ void catchup_from_table(scenario_report& r, trial_runner& runner, const scenario
   const double live = o.catchup_table_live_rate;
   const milliseconds baseline = 5000ms;  // healthy latency before the backlog, after the warm-up
   workload w;
-  w.variant = fmt::format("from the table: {} pending for a down endpoint, {} live over 4 healthy", count_label(backlog),
+  w.variant = fmt::format("from the table: {} pending for a down endpoint, {} live over 4 healthy", thousands(backlog),
                           rate_label(live));
   w.warmup = o.warmup;
   w.schedule = {{o.warmup + baseline + 2 * o.catchup_max + 10000ms, live}};  // ended by the controller
@@ -354,7 +335,7 @@ void catchup_from_table(scenario_report& r, trial_runner& runner, const scenario
                   p);
         }
         st->inserted_us = system_now_us();
-        disruption d{fmt::format("backlog: {} rows for tenant down in {} transactions (endpoint answers 503)", count_label(backlog), txns),
+        disruption d{fmt::format("backlog: {} rows for tenant down in {} transactions (endpoint answers 503)", thousands(backlog), txns),
                      seconds_between(c.result.start_us, st->insert_us), {}};
         d.set("insert_s", seconds_between(st->insert_us, st->inserted_us));
         c.result.disruptions.push_back(d);
@@ -433,14 +414,14 @@ void catchup_from_table(scenario_report& r, trial_runner& runner, const scenario
       "(first 2xx {:.2f} s after the switch to 200; {:.0f} rows still pending at the end); healthy endpoints' p50 / p99 "
       "{:.2f} / {:.2f} ms before the backlog, {:.2f} / {:.2f} ms while it piled up, {:.2f} / {:.2f} ms during the drain "
       "(target: they keep their latency, p99 within 1.2× or 1 ms of before: {}) — medians of {} run(s); drain rate per run: {}",
-      count_label(median_extra(*g, "down_delivered")), count_label(rate), met(rate >= 10000), median_extra(*g, "drain_s"),
+      thousands(median_extra(*g, "down_delivered")), thousands(rate), met(rate >= 10000), median_extra(*g, "drain_s"),
       median_extra(*g, "first_2xx_after_switch_s"), median_extra(*g, "down_pending_rows_at_end"), b50, b99,
       median_extra(*g, "healthy_p50_pileup_ms"), median_extra(*g, "healthy_p99_pileup_ms"), d50, d99, met(kept), g->runs.size(),
       per_run(*g, [](const trial_result& t) { return extra_or(t, "drain_per_s"); })));
   const double pending = median_extra(*g, "pending_at_switch");
   if (pending < backlog)
     r.findings.push_back(fmt::format("from the table: only {} deliveries were pending when the endpoint was switched to 200 "
-                                     "(waited up to {:.0f} s for {})", count_label(pending), seconds(o.catchup_max), count_label(backlog)));
+                                     "(waited up to {:.0f} s for {})", thousands(pending), seconds(o.catchup_max), thousands(backlog)));
 }
 
 // ------------------------------------------------------------------ crash-hung
@@ -620,7 +601,7 @@ scenario_report crash_hung_report(trial_runner& runner, const scenario_options& 
     for (const auto& d : g->runs.front()->disruptions) {
       auto it = std::find_if(d.figures.begin(), d.figures.end(), [](const auto& f) { return f.first == "duplicates"; });
       per.push_back(fmt::format("{} {}", d.what.rfind("kill", 0) == 0 ? "kill" : "PG restart",
-                                it == d.figures.end() ? std::string("?") : count_label(it->second)));
+                                it == d.figures.end() ? std::string("?") : thousands(it->second)));
     }
     r.findings.push_back(fmt::format(
         "{}: {} (event, endpoint) pairs expected on the 3 healthy endpoints over {:.0f} s of load, {} received, lost {:.0f} "
@@ -628,9 +609,9 @@ scenario_report crash_hung_report(trial_runner& runner, const scenario_options& 
         "duplicate 2xx deliveries {} in total (runs: {}; first run by crash: {}); worst kill {} (target ≤ {:.0f} = {}×{} in "
         "flight + 250 ms of {:.0f} deliveries/s: {}); max slot lag {:.2f} s / {:.2f} MiB over the run, {:.2f} s outside the "
         "crash windows (kill or PostgreSQL stop until 1 s after walhook streams again; target ≤ 1 s: {})",
-        v.name, count_label(median_extra(*g, "expected_pairs")), median_extra(*g, "load_s"), count_label(median_extra(*g, "received_pairs")),
-        lost, seconds(drain_bound), met(lost == 0), median_extra(*g, "last_delivery_after_load_s"), count_label(median_extra(*g, "duplicates")), per_run(*g, [](const trial_result& t) { return static_cast<double>(t.duplicates); }),
-        fmt::join(per, ", "), count_label(worst), bound, 3, o.max_concurrency, deliveries_per_s, met(worst <= bound),
+        v.name, thousands(median_extra(*g, "expected_pairs")), median_extra(*g, "load_s"), thousands(median_extra(*g, "received_pairs")),
+        lost, seconds(drain_bound), met(lost == 0), median_extra(*g, "last_delivery_after_load_s"), thousands(median_extra(*g, "duplicates")), per_run(*g, [](const trial_result& t) { return static_cast<double>(t.duplicates); }),
+        fmt::join(per, ", "), thousands(worst), bound, 3, o.max_concurrency, deliveries_per_s, met(worst <= bound),
         median_of(*g, [](const trial_result& t) { return t.max_slot_lag_s; }),
         median_of(*g, [](const trial_result& t) { return static_cast<double>(t.max_slot_lag_bytes); }) / 1048576.0, lag_s,
         met(lag_s >= 0 && lag_s <= 1.0)));
@@ -779,8 +760,8 @@ scenario_report pg_restart_report(trial_runner& runner, const scenario_options& 
       r.findings.push_back(fmt::format("{}: over the whole run ({:.0f} s of load) {} duplicates, lost {:.0f} (not received {:.0f} s "
                                        "after the load; must be 0: {}), {} commits failed while the server was stopping or down "
                                        "— medians of {} run(s)",
-                                       w.variant, median_extra(*g, "load_s"), count_label(median_extra(*g, "duplicates")), lost,
-                                       seconds(drain_bound), met(lost == 0), count_label(median_extra(*g, "failed_commits")),
+                                       w.variant, median_extra(*g, "load_s"), thousands(median_extra(*g, "duplicates")), lost,
+                                       seconds(drain_bound), met(lost == 0), thousands(median_extra(*g, "failed_commits")),
                                        g->runs.size()));
     }
   }

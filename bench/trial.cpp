@@ -26,13 +26,22 @@ std::int64_t system_us() {
       .count();
 }
 
+/// A text[] literal of slot names (plain identifiers), "" for none.
+std::string text_array(const std::vector<std::string>& v) {
+  if (v.empty()) return {};
+  std::string a = "{";
+  for (const auto& x : v) a += (a.size() > 1 ? "," : "") + x;
+  return a + "}";
+}
+
 /// Samples backlog, slot lag, the watched endpoint's pending rows and PostgreSQL's memory.
 /// Reconnects when the server went away (a scenario restarted it).
 class sampler {
  public:
-  sampler(std::string conninfo, std::string slot, std::string pending_sql, std::int64_t watched_endpoint,
+  sampler(std::string conninfo, std::vector<std::string> slots, std::string pending_sql, std::int64_t watched_endpoint,
           const bench_cluster& cluster, const load_generator& gen, const sink& snk)
-      : conninfo_(std::move(conninfo)), slot_(std::move(slot)), pending_sql_(std::move(pending_sql)),
+      : conninfo_(std::move(conninfo)), slots_(std::move(slots)), slots_array_(text_array(slots_)),
+        pending_sql_(std::move(pending_sql)),
         watched_(watched_endpoint), cluster_(cluster), gen_(gen), sink_(snk),
         db_(std::make_unique<relay::blocking_db>(conninfo_, "walhook-bench-sampler")) {}
   ~sampler() { stop(); }
@@ -64,25 +73,28 @@ class sampler {
       s.backlog = gen_.committed_deliveries() - sink_.answered_ok();
       try {
         if (!db_) db_ = std::make_unique<relay::blocking_db>(conninfo_, "walhook-bench-sampler");
-        if (!slot_.empty()) {
-          pg::params p{slot_};
+        if (!slots_array_.empty()) {
+          // One row per slot (shards: one per shard); the sample keeps the worst slot's lag.
+          pg::params p{slots_array_};
           auto r = db_->exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, "
                              "pg_wal_lsn_diff(pg_current_wal_lsn(), r.sent_lsn)::bigint, s.active_pid, "
                              "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
                              "pg_wal_lsn_diff(s.confirmed_flush_lsn, '0/0')::bigint "
                              "FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
-                             "WHERE s.slot_name = $1", p);
-          auto value = [&](int col) { return std::stoll(std::string(r.value(0, col))); };
-          if (r.rows() == 1 && !r.is_null(0, 0)) s.slot_lag_bytes = value(0);
-          if (r.rows() == 1 && !r.is_null(0, 1)) s.sent_lag_bytes = value(1);
-          if (r.rows() == 1 && !r.is_null(0, 2)) {
-            // The walsender's CPU: the latest value of every walsender this slot had.
-            pid_t ws = static_cast<pid_t>(value(2));
-            double cpu = process_cpu_seconds(ws);
-            if (cpu > 0) walsender_cpu_[ws] = cpu;
+                             "WHERE s.slot_name = ANY ($1::text[])", p);
+          for (int row = 0; row < r.rows(); ++row) {
+            auto value = [&](int col) { return static_cast<std::int64_t>(std::stoll(std::string(r.value(row, col)))); };
+            if (!r.is_null(row, 0)) s.slot_lag_bytes = std::max(s.slot_lag_bytes, value(0));
+            if (!r.is_null(row, 1)) s.sent_lag_bytes = std::max(s.sent_lag_bytes, value(1));
+            if (!r.is_null(row, 2)) {
+              // The walsender's CPU: the latest value of every walsender the slots had.
+              pid_t ws = static_cast<pid_t>(value(2));
+              double cpu = process_cpu_seconds(ws);
+              if (cpu > 0) walsender_cpu_[ws] = cpu;
+            }
+            if (!r.is_null(row, 3)) s.wal_lsn = std::max(s.wal_lsn, value(3));
+            if (!r.is_null(row, 4)) s.confirmed_lsn = s.confirmed_lsn < 0 ? value(4) : std::min(s.confirmed_lsn, value(4));
           }
-          if (r.rows() == 1 && !r.is_null(0, 3)) s.wal_lsn = value(3);
-          if (r.rows() == 1 && !r.is_null(0, 4)) s.confirmed_lsn = value(4);
         }
         if (watched_ > 0 && tick % 4 == 0) {
           pg::params p{std::to_string(watched_)};
@@ -103,7 +115,8 @@ class sampler {
   }
 
   std::string conninfo_;
-  std::string slot_;
+  std::vector<std::string> slots_;
+  std::string slots_array_;  ///< slots_ as a text[] literal, "" when there is none
   std::string pending_sql_;
   std::int64_t watched_;
   const bench_cluster& cluster_;
@@ -232,6 +245,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   dopt.poll_batch = settings_.poll_batch;
   dopt.poll_interval = settings_.poll_interval;
   dopt.log_path = settings_.log_dir + "/" + name + "-walhook.log";
+  dopt.shards = std::max(1, w.shards);
   ::unlink(dopt.log_path.c_str());
   auto driver = make_driver(kind, dopt);
   driver->prepare(conninfo, name);
@@ -310,7 +324,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
 
   gen.start();
   res.start_us = gen.start_us();
-  sampler samp(conninfo, driver->slot(), driver->pending_sql(), watched_id, cluster_, gen, *snk);
+  sampler samp(conninfo, driver->slots(), driver->pending_sql(), watched_id, cluster_, gen, *snk);
   samp.start(res.start_us);
   auto call_control = [&](bool final) {
     trial_control c{gen, *snk, *driver, res, cluster_, conninfo, endpoints,

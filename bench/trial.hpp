@@ -39,6 +39,9 @@ struct workload {
   /// Extra `walhook run` flags for this workload, each as one "--flag=value" argument; a flag the
   /// user also gave with --walhook-arg is left out (the user's value wins).
   std::vector<std::string> walhook_args;
+  /// walhook only: this many walhook processes, one per shard (driver_options::shards); 1: one
+  /// unsharded walhook.
+  int shards = 1;
 };
 
 /// Settings that hold for every trial of a bench run.
@@ -72,7 +75,9 @@ struct delivery_obs {
 struct sample_point {
   double t_s = 0;                    ///< seconds since the generator started
   std::int64_t backlog = 0;          ///< deliveries committed − distinct 2xx answers received
-  std::int64_t slot_lag_bytes = -1;  ///< pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn); −1: no slot
+  /// pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn); −1: no slot. With several slots
+  /// (shards) this and the two below are the worst slot's (the oldest confirmed_flush_lsn).
+  std::int64_t slot_lag_bytes = -1;
   std::int64_t sent_lag_bytes = -1;  ///< … − the walsender's sent_lsn: WAL not yet decoded and sent; −1: no slot
   std::int64_t pending = -1;         ///< pending rows of the watched endpoint; −1: not sampled
   std::int64_t wal_lsn = -1;         ///< pg_current_wal_lsn() as bytes since 0/0; −1: not sampled
@@ -118,7 +123,9 @@ struct trial_result {
   // Resources over the load + drain.
   double cpu_relay = 0, cpu_postgres = 0, cpu_receiver = 0, cpu_generator = 0, cpu_machine_other = 0;
   double cpu_elapsed_s = 0;
-  double cpu_walsender = -1;  ///< the slot's walsender (part of cpu_postgres); −1: no slot
+  /// The slot's walsender (part of cpu_postgres; with shards, every slot's walsender), its CPU
+  /// since it started; −1: no slot.
+  double cpu_walsender = -1;
   long rss_relay_kib = 0, rss_postgres_kib = 0, rss_bench_kib = 0;
   std::int64_t max_slot_lag_bytes = -1;
   std::int64_t max_sent_lag_bytes = -1;
