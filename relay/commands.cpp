@@ -147,6 +147,12 @@ int cmd_migrate(const migrate_args& a) {
     }
   }
   if (!a.create_slot) return 0;
+  const auto shards = db.exec("SELECT coalesce((SELECT shards FROM walhook.shard_layout), 1)");
+  if (!a.shard.sharded() && shards.value(0, 0) != "1") {
+    std::cout << "this database is split into " << shards.value(0, 0) << " shards: no unsharded slot created (use walhook "
+              << "migrate --shard K/" << shards.value(0, 0) << ")\n";
+    return 0;
+  }
   const std::string slot_name = shard_slot(a.slot, a.shard);
   pg::params slot{slot_name};
   auto exists = db.exec("SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", slot);
@@ -154,6 +160,19 @@ int cmd_migrate(const migrate_args& a) {
     if (exists.value(0, 0) != "pgoutput")
       throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
     std::cout << "replication slot " << slot_name << " exists\n" << wal_keep_advice(db) << "\n";
+    return 0;
+  }
+  // A slot walhook streamed before that is gone now is an incident: `walhook run` records it and
+  // backfills what the lost slot held (a record of another cluster it tells apart and ignores).
+  // Creating the slot here would hide the incident, and lose those events.
+  auto streamed_before = db.exec(R"sql(
+SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1
+UNION ALL
+SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot')sql",
+                                 slot);
+  if (streamed_before.rows() > 0) {
+    std::cout << "replication slot " << slot_name << " is missing, but walhook streamed it here before: not creating it; "
+              << "walhook run recovers (it records the incident and delivers from the outbox what the lost slot held)\n";
     return 0;
   }
   auto level = db.exec("SELECT current_setting('wal_level')");
@@ -358,8 +377,14 @@ int cmd_recover(const recover_args& a) {
                                          a.until.empty() ? "" : " --until " + a.until,
                                          a.tenant.empty() ? "" : " --tenant " + a.tenant);
   // One request per walhook: each shard backfills its own tenants' events (relay/shard.hpp).
+  const int layout = std::stoi(std::string(db.exec("SELECT coalesce((SELECT shards FROM walhook.shard_layout), 1)").value(0, 0)));
+  if (a.shards != 0 && a.shards != layout)
+    throw cli_error(fmt::format("this database is split into {} shard(s), not {}: leave --shards out", layout, a.shards));
+  if (!a.until.empty() &&
+      db.exec("SELECT $1::timestamptz >= $2::timestamptz", pg::params{a.since, a.until}).value(0, 0) == "t")
+    throw cli_error(fmt::format("--until {} is not after --since {}: the range is empty", a.until, a.since));
   std::vector<std::string> slots;
-  for (int k = 0; k < a.shards; ++k) slots.push_back(shard_slot(a.slot, {k, a.shards}));
+  for (int k = 0; k < layout; ++k) slots.push_back(shard_slot(a.slot, {k, layout}));
   auto count = db.exec(R"sql(
 SELECT count(*) FROM walhook.outbox
  WHERE created_at >= $1::timestamptz AND ($2::timestamptz IS NULL OR created_at < $2::timestamptz)

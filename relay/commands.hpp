@@ -65,7 +65,7 @@ struct recover_args {
   std::string since;             ///< timestamptz text, required
   std::string until;             ///< optional
   std::string tenant;            ///< optional
-  int shards = 1;                ///< N: one request to each shard's walhook (slots <slot>_K_of_N)
+  int shards = 0;                ///< N: one request to each shard's walhook (slots <slot>_K_of_N); 0: the layout's
   bool wait = false;             ///< wait until walhook has delivered or stored every delivery
   int wait_timeout_s = 600;
 };

@@ -340,6 +340,7 @@ void dispatcher::wake(std::int64_t endpoint_id, bool resume) {
   if (resume && directory_.reset_health(endpoint_id)) log::info("endpoint.breaker_reset", {{"endpoint_id", endpoint_id}});
   backlog_.wake(endpoint_id);
   claims_wake_.notify();
+  rewake_[endpoint_id] = {clock_.steady_now() + std::chrono::seconds{1}, 2};
 }
 
 void dispatcher::start_session(const std::vector<std::int64_t>& with_rows) {
@@ -466,6 +467,11 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
 
 // ------------------------------------------------------------------ back-pressure and sweeps
 
+bool dispatcher::has_headroom() const {
+  return sched_.full_endpoints().empty() && sched_.queued_total() < sched_.limits().max_queued_total / 4 &&
+         events_.bytes() < options_.max_queued_bytes / 4;
+}
+
 bool dispatcher::must_hold() {
   if (sched_.over_memory_cap() || events_.bytes() >= options_.max_queued_bytes) return true;
   if (sched_.full_endpoints().empty()) return false;
@@ -511,6 +517,20 @@ void dispatcher::sweep() {
     busy.insert(r->j.endpoint_id);
   }
   if (parked) dispatch();
+  for (auto it = rewake_.begin(); it != rewake_.end();) {
+    if (now < it->second.first) {
+      ++it;
+      continue;
+    }
+    backlog_.wake(it->first);
+    claims_wake_.notify();
+    if (--it->second.second > 0) {
+      it->second.first = now + std::chrono::seconds{4};
+      ++it;
+    } else {
+      it = rewake_.erase(it);
+    }
+  }
   // A stalled endpoint's queue will not move soon: what holds a ticket goes to PostgreSQL.
   // For aggregate order, an endpoint's queue leaves memory whole or not at all: claims put the
   // table's rows back in order, and a later event left in memory would overtake them.

@@ -128,6 +128,9 @@ class dispatcher {
   /// write still on its way — which a reset of stale 'sending' rows must leave alone.
   std::vector<sql::delivery_key> owned() const;
 
+  /// Well below the memory caps (no endpoint's queue full, a quarter of the queue cap and of the
+  /// byte budget): room an operator's backfill may use without making the stream wait.
+  bool has_headroom() const;
   /// Back-pressure: true while reading the slot must wait — an endpoint in the memory lane that
   /// keeps up has a full queue, or memory is at its cap (deliveries, or max_queued_bytes). An endpoint with a full queue that does
   /// not keep up is moved to the table lane instead (its new work is spilled); one in backlog
@@ -204,6 +207,10 @@ class dispatcher {
   std::uint64_t next_attempt_id_ = 1;
   std::unordered_map<std::uint64_t, std::shared_ptr<running>> running_;
   std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
+  /// Wakes to repeat (endpoint → when, and how many are left): a wake read from the stream can
+  /// arrive a moment before the transaction that made its rows pending is visible to the claim
+  /// (whose SKIP LOCKED then passes over them), so it is repeated 1 s and 5 s later.
+  std::unordered_map<std::int64_t, std::pair<steady_time, int>> rewake_;
   std::map<std::pair<std::int64_t, std::string>, int> owned_;
   dispatcher_stats stats_;
   bool active_ = false;

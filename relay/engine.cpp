@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 
 #include <unistd.h>
@@ -174,6 +175,19 @@ struct engine::impl {
     if (opened && opened != wal::errc::slot_missing && opened != wal::errc::slot_invalidated) {
       log::error("replication.start_failed", {{"error", stream.last_error()}});
       co_return opened;
+    }
+    // A walhook of another layout (one that waited as a standby through `walhook reshard`) would
+    // deliver a second time what the current shards deliver: it stops instead.
+    start_step = "check the shard layout";
+    auto shards = co_await store.shard_count();
+    if (!shards) co_return shards.error();
+    if (*shards != options.shard.count) {
+      log::error("run.wrong_shard_layout", {{"shards", *shards}, {"this_instance", options.shard.count},
+                                            {"note", "the database was resharded: this walhook stops"}});
+      exit_code = 1;
+      stream.close();
+      request_stop_from_inside();
+      co_return error_code(pg::errc::cancelled);
     }
     start_step = "replace the replication slot";
     if (auto ec = co_await recovery.prepare_slot(opened)) co_return ec;
@@ -388,6 +402,8 @@ struct engine::impl {
   }
   steady_clock::time_point stop_requested_at{};
 
+  int exit_code = 0;  ///< what run() returns: 1 when this walhook must not run here (the layout changed)
+  std::function<void()> request_stop_from_inside;  ///< engine::request_stop(), set by the engine
   bool session_was_streaming = false;  ///< the last session reached streaming (its stream may be read at a stop)
 
   /// Stop within the grace period: spill queued work, let attempts finish, persist, final status.
@@ -438,13 +454,14 @@ struct engine::impl {
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, options.reconnect_max);
     }
     co_await shutdown();
-    co_return 0;
+    co_return exit_code;
   }
 };
 
 engine::engine(asio::any_io_executor ex, run_options options) {
   if (options.instance_name.empty()) options.instance_name = default_instance_name();
   impl_ = std::make_unique<impl>(ex, std::move(options));
+  impl_->request_stop_from_inside = [this] { request_stop(); };
 }
 
 engine::~engine() = default;

@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   c_recover->add_option("--until", recover.until, "Events created before (timestamptz; default: no end)");
   c_recover->add_option("--tenant", recover.tenant, "Only this tenant's events");
   c_recover->add_option("--slot", recover.slot, "The slot of the walhook that delivers them")->capture_default_str();
-  c_recover->add_option("--shards", recover.shards, "N: ask each of N shards' walhooks (slots <slot>_K_of_N)")
+  c_recover->add_option("--shards", recover.shards,
+                        "N: ask each of N shards' walhooks (slots <slot>_K_of_N); default: the database's layout")
       ->check(CLI::Range(1, walhook::relay::max_shards));
   c_recover->add_flag("--wait", recover.wait, "Wait until every delivery is delivered or stored");
   c_recover->add_option("--wait-timeout", recover.wait_timeout_s, "Seconds --wait waits at most")

@@ -24,11 +24,18 @@ using namespace std::chrono_literals;
 using boost::system::error_code;
 
 namespace {
-/// Rows read per query while backfilling.
+/// Rows read per query while backfilling: before streaming (nothing else waits), and while
+/// streaming (an operator's, fed in small steps between the stream's own work).
 constexpr std::size_t backfill_batch = 500;
-/// The merge order of backfilled events: before every streamed one (they committed before the
-/// slot's consistent point, or are an operator's resend of the past).
-constexpr lsn backfill_lsn{1};
+constexpr std::size_t background_batch = 100;
+/// Event ids read per query (memory stays bounded whatever the backfill's size).
+constexpr int ids_page = 20000;
+/// The commit LSN backfilled events carry (merge order, and claim order for aggregate-ordered
+/// endpoints). A slot backfill's events committed before the new slot's consistent point and
+/// after everything walhook handled: just below the consistent point, so they come after any
+/// pending row of the old slot and before everything the new slot streams. An operator's resend
+/// of the past: before everything (a pending newer state of an entity wins).
+lsn backfill_lsn(const sql::recovery& r) { return r.slot_lsn.valid() ? lsn{r.slot_lsn.value() - 1} : lsn{1}; }
 }  // namespace
 
 slot_recovery::slot_recovery(sql::state_store& store, wal::replication_stream& stream, lsn_tracker& tracker,
@@ -56,15 +63,20 @@ asio::awaitable<error_code> slot_recovery::prepare_slot(error_code opened) {
   if (incident) {
     auto begun = co_await store_.begin_slot_incident(slot_, reason, system_id);
     if (!begun) co_return begun.error();
-    incident_id = begun->first;
-    ++incidents_;
-    log::error("replication.slot_lost",
-               {{"slot", slot_}, {"reason", reason}, {"detail", stream_.last_error()}, {"incident", begun->first},
-                {"last_confirmed_lsn", record->confirmed.to_string()},
-                {"backfill", begun->second ? "the outbox rows committed since the last delivered snapshot are delivered "
-                                             "before the new slot is read"
-                                           : "impossible: no delivered snapshot was recorded (schema before version 5); "
-                                             "use walhook recover --since <time> for the events since walhook last ran"}});
+    incident_id = begun->id;
+    if (begun->recorded_now) {
+      ++incidents_;
+      log::error("replication.slot_lost",
+                 {{"slot", slot_}, {"reason", reason}, {"detail", stream_.last_error()}, {"incident", begun->id},
+                  {"last_confirmed_lsn", record->confirmed.to_string()},
+                  {"backfill", begun->bounded ? "the outbox rows committed since the last delivered snapshot are delivered "
+                                                "before the new slot is read"
+                                              : "impossible: no delivered snapshot was recorded (schema before version 5); "
+                                                "use walhook recover --since <time> for the events since walhook last ran"}});
+    } else {  // a replacement that failed or was interrupted: the same incident, once more
+      log::info("replication.slot_replacement_retry",
+                {{"slot", slot_}, {"incident", begun->id}, {"detail", stream_.last_error()}});
+    }
   }
   auto created = co_await stream_.async_create_slot();
   if (!created) {
@@ -95,7 +107,7 @@ asio::awaitable<error_code> slot_recovery::prepare_slot(error_code opened) {
 
 asio::awaitable<void> slot_recovery::wait_a_little(bool before_streaming) {
   if (before_streaming) {
-    (void)co_await stream_.async_hold(50ms);  // keeps the walsender's status updates going
+    (void)co_await stream_.async_hold(50ms);  // status updates go on meanwhile
     co_return;
   }
   asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
@@ -114,34 +126,52 @@ asio::awaitable<error_code> slot_recovery::feed(bool before_streaming, std::func
 
 asio::awaitable<error_code> slot_recovery::feed_one(const sql::recovery& r, bool before_streaming,
                                                     const std::function<bool()>& keep_going) {
-  auto ids = co_await store_.recovery_event_ids(r.id);
-  if (!ids) co_return ids.error();
   running run{tracker_.begin_detached(), r.reason, 0, 0, steady_clock::now()};
-  log::info("recovery.backfill_started", {{"slot", slot_}, {"recovery", r.id}, {"reason", r.reason},
-                                          {"events", static_cast<std::uint64_t>(ids->size())}});
-  for (std::size_t at = 0; at < ids->size(); at += backfill_batch) {
-    // The byte budget and full queues hold a backfill exactly like the stream.
-    while (deliveries_.must_hold()) {
-      if (!keep_going()) break;
-      co_await wait_a_little(before_streaming);
+  const lsn commit_lsn = backfill_lsn(r);
+  const std::size_t batch = before_streaming ? backfill_batch : background_batch;
+  // The stream is not read while a backfill goes first: a status update every second keeps a
+  // walsender with a short wal_sender_timeout (it counts from the client's last message) alive.
+  auto last_status = steady_clock::now();
+  auto keep_walsender = [&]() -> asio::awaitable<void> {
+    if (!before_streaming || steady_clock::now() - last_status < 1s) co_return;
+    (void)co_await stream_.async_send_status();
+    last_status = steady_clock::now();
+  };
+  auto fail = [&](error_code ec) {
+    tracker_.end_detached(run.ticket);
+    return ec;
+  };
+  log::info("recovery.backfill_started", {{"slot", slot_}, {"recovery", r.id}, {"reason", r.reason}});
+  std::int64_t after = 0;
+  for (;;) {
+    auto page = co_await store_.recovery_event_ids(r.id, after, ids_page);
+    if (!page) co_return fail(page.error());
+    if (page->empty()) break;
+    after = page->back().first;
+    for (std::size_t at = 0; at < page->size(); at += batch) {
+      // The byte budget and full queues hold a backfill like the stream; an operator's backfill,
+      // fed while streaming, also leaves the stream most of the room.
+      while (deliveries_.must_hold() || (!before_streaming && !deliveries_.has_headroom())) {
+        if (!keep_going()) break;
+        co_await wait_a_little(before_streaming);
+        co_await keep_walsender();
+      }
+      if (!keep_going()) co_return fail(pg::errc::cancelled);
+      const auto n = std::min(batch, page->size() - at);
+      std::vector<std::string> ids;
+      ids.reserve(n);
+      for (std::size_t k = at; k < at + n; ++k) ids.push_back((*page)[k].second);
+      auto rows = co_await store_.recovery_events(ids);
+      if (!rows) co_return fail(rows.error());
+      const auto rel = relation_of_columns(rows->columns);
+      for (const auto& row : rows->rows) {
+        const auto tuple = tuple_of_text(row);
+        run.deliveries += static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), commit_lsn, run.ticket));
+        ++run.events;
+      }
+      co_await keep_walsender();
     }
-    if (!keep_going()) {
-      tracker_.end_detached(run.ticket);
-      co_return error_code(pg::errc::cancelled);
-    }
-    const auto n = std::min(backfill_batch, ids->size() - at);
-    auto rows = co_await store_.recovery_events(std::span<const std::string>(ids->data() + at, n));
-    if (!rows) {
-      tracker_.end_detached(run.ticket);
-      co_return rows.error();
-    }
-    const auto rel = relation_of_columns(rows->columns);
-    for (const auto& row : rows->rows) {
-      const auto tuple = tuple_of_text(row);
-      run.deliveries += static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), backfill_lsn, run.ticket));
-      ++run.events;
-    }
-    if (before_streaming) (void)co_await stream_.async_hold(0ms);  // a status update if one is due
+    if (page->size() < static_cast<std::size_t>(ids_page)) break;
   }
   events_backfilled_ += static_cast<std::uint64_t>(run.events);
   log::info("recovery.backfill_fed", {{"recovery", r.id}, {"events", run.events}, {"deliveries", run.deliveries}});

@@ -13,7 +13,7 @@
 // transaction); it is marked done once all of them are delivered or written to
 // walhook.deliveries. A crash or a session end before that runs it again (duplicates, never a
 // gap). The delivered snapshot itself advances while streaming: a snapshot is taken every
-// second with the WAL insert position right after it, and recorded with the slot's progress
+// 0.5 s with the WAL insert position right after it, and recorded with the slot's progress
 // once the acknowledged position passes that position (candidates()).
 //
 // Single-threaded, on the engine's executor.

@@ -423,12 +423,12 @@ asio::awaitable<boost::system::result<std::string>> state_store::import_snapshot
   co_return std::string(snap->value(0, 0));
 }
 
-asio::awaitable<boost::system::result<std::pair<std::int64_t, bool>>> state_store::begin_slot_incident(
+asio::awaitable<boost::system::result<slot_incident>> state_store::begin_slot_incident(
     const std::string& slot, const std::string& reason, const std::string& system_id) {
   pg::params args{slot, reason, system_id};
   auto res = co_await impl_->read(statements::begin_slot_incident, std::move(args));
   if (!res) co_return res.error();
-  co_return std::pair<std::int64_t, bool>{to_int64(res->value(0, 0)), res->value(0, 1) == "t"};
+  co_return slot_incident{to_int64(res->value(0, 0)), res->value(0, 1) == "t", res->value(0, 2) == "t"};
 }
 
 asio::awaitable<boost::system::error_code> state_store::slot_replaced(const std::string& slot, const std::string& system_id,
@@ -448,17 +448,20 @@ asio::awaitable<boost::system::result<std::vector<recovery>>> state_store::open_
   for (int r = 0; r < res->rows(); ++r)
     out.push_back({to_int64(res->value(r, 0)), std::string(res->value(r, 1)), std::string(res->value(r, 2)),
                    res->optional_value(r, 3), res->optional_value(r, 4), res->optional_value(r, 5),
-                   res->optional_value(r, 6), res->optional_value(r, 7)});
+                   res->optional_value(r, 6), res->optional_value(r, 7),
+                   res->is_null(r, 8) ? lsn{} : lsn::parse(res->value(r, 8)).value_or(lsn{})});
   co_return out;
 }
 
-asio::awaitable<boost::system::result<std::vector<std::string>>> state_store::recovery_event_ids(std::int64_t id) {
-  pg::params args{std::to_string(id), std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
+asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, std::string>>>> state_store::recovery_event_ids(
+    std::int64_t id, std::int64_t after, int limit) {
+  pg::params args{std::to_string(id), std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index),
+                  std::to_string(after), std::to_string(limit)};
   auto res = co_await impl_->read(statements::recovery_event_ids, std::move(args));
   if (!res) co_return res.error();
-  std::vector<std::string> out;
+  std::vector<std::pair<std::int64_t, std::string>> out;
   out.reserve(static_cast<std::size_t>(res->rows()));
-  for (int r = 0; r < res->rows(); ++r) out.emplace_back(res->value(r, 1));
+  for (int r = 0; r < res->rows(); ++r) out.emplace_back(to_int64(res->value(r, 0)), std::string(res->value(r, 1)));
   co_return out;
 }
 
@@ -473,6 +476,12 @@ asio::awaitable<boost::system::result<text_rows>> state_store::recovery_events(s
   auto res = co_await impl_->read(statements::recovery_events, std::move(args));
   if (!res) co_return res.error();
   co_return as_text_rows(*res);
+}
+
+asio::awaitable<boost::system::result<int>> state_store::shard_count() {
+  auto res = co_await impl_->read(statements::shard_layout, {});
+  if (!res) co_return res.error();
+  co_return std::stoi(std::string(res->value(0, 0)));
 }
 
 asio::awaitable<boost::system::error_code> state_store::recovery_done(std::int64_t id, std::int64_t events,

@@ -62,6 +62,13 @@ struct slot_record {
   bool has_delivered_snapshot = false;
 };
 
+/// A slot incident in walhook.recoveries.
+struct slot_incident {
+  std::int64_t id = 0;
+  bool bounded = false;       ///< a delivered snapshot bounds its backfill from below
+  bool recorded_now = false;  ///< false: an earlier attempt at replacing the slot recorded it
+};
+
 /// An open row of walhook.recoveries: a slot incident's range of snapshots, or an operator's
 /// range of created_at (RFC 3339 UTC), optionally for one tenant.
 struct recovery {
@@ -70,6 +77,7 @@ struct recovery {
   std::string reason;
   std::optional<std::string> since_snapshot, until_snapshot;
   std::optional<std::string> since_time, until_time, tenant_id;
+  lsn slot_lsn;  ///< the new slot's consistent point (slot incidents, reshards); invalid for an operator's
 };
 
 /// A slot's WAL retention as PostgreSQL reports it (pg_replication_slots, PostgreSQL 13+).
@@ -137,9 +145,9 @@ class state_store final : public store {
   /// Imports a snapshot exported by CREATE_REPLICATION_SLOT (SET TRANSACTION SNAPSHOT, in a
   /// REPEATABLE READ READ ONLY transaction of the reader) and returns it as pg_snapshot text.
   boost::asio::awaitable<boost::system::result<std::string>> import_snapshot(const std::string& name);
-  /// Records a slot incident before the slot is replaced (or finds the one a crash interrupted):
-  /// its id, and whether a delivered snapshot bounds its backfill from below.
-  boost::asio::awaitable<boost::system::result<std::pair<std::int64_t, bool>>> begin_slot_incident(
+  /// Records a slot incident before the slot is replaced, or finds the one a crash or a failed
+  /// replacement left (`recorded_now` false).
+  boost::asio::awaitable<boost::system::result<slot_incident>> begin_slot_incident(
       const std::string& slot, const std::string& reason, const std::string& system_id);
   /// A slot was created (consistent point, exported snapshot as pg_snapshot text): the incident
   /// (if any) becomes a pending backfill up to that snapshot, and the slot's progress starts over.
@@ -148,10 +156,14 @@ class state_store final : public store {
                                                                   std::optional<std::int64_t> incident);
   /// Backfills of a slot not done yet, oldest first.
   boost::asio::awaitable<boost::system::result<std::vector<recovery>>> open_recoveries(const std::string& slot);
-  /// The outbox event ids a backfill covers, in insertion order.
-  boost::asio::awaitable<boost::system::result<std::vector<std::string>>> recovery_event_ids(std::int64_t id);
+  /// A page of the outbox rows a backfill covers, in insertion order: (seq, event id) of at most
+  /// `limit` rows after seq `after`.
+  boost::asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, std::string>>>> recovery_event_ids(
+      std::int64_t id, std::int64_t after, int limit);
   /// Those outbox rows, as text with the stream's column names.
   boost::asio::awaitable<boost::system::result<text_rows>> recovery_events(std::span<const std::string> ids);
+  /// How many shards the database is split into (walhook.shard_layout).
+  boost::asio::awaitable<boost::system::result<int>> shard_count();
   /// Marks a backfill done with its counts.
   boost::asio::awaitable<boost::system::error_code> recovery_done(std::int64_t id, std::int64_t events,
                                                                   std::int64_t deliveries);

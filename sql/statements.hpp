@@ -23,12 +23,13 @@ extern const std::string_view reset_stale_sending;     ///< $1 seconds, $2 jsonb
 extern const std::string_view endpoints_with_backlog;  ///< → endpoint ids
 extern const std::string_view load_progress;           ///< $1 slot → (LSN text, system id, has snapshot)
 extern const std::string_view current_snapshot;        ///< → (pg_snapshot text, WAL insert LSN)
-extern const std::string_view begin_slot_incident;     ///< $1 slot, $2 reason, $3 system id → (id, bounded)
+extern const std::string_view begin_slot_incident;     ///< $1 slot, $2 reason, $3 system id → (id, bounded, new)
 extern const std::string_view slot_replaced;           ///< $1 slot, $2 system id, $3 LSN, $4 snapshot, $5 incident
 extern const std::string_view open_recoveries;         ///< $1 slot → recoveries to run
-extern const std::string_view recovery_event_ids;      ///< $1 recovery id, $2/$3 shard → (seq, event id)
+extern const std::string_view recovery_event_ids;      ///< $1 recovery id, $2/$3 shard, $4 after seq, $5 limit → (seq, event id)
 extern const std::string_view recovery_events;         ///< $1 uuid[] → outbox rows (text)
 extern const std::string_view recovery_done;           ///< $1 id, $2 events, $3 deliveries
+extern const std::string_view shard_layout;            ///< → the number of shards
 extern const std::string_view clear_removed_endpoints; ///< (a new slot)
 extern const std::string_view delete_expired;          ///< $1 hours, $2 batch → rows deleted
 extern const std::string_view load_health;             ///< → endpoint_health rows

@@ -1,7 +1,7 @@
 -- The slot $1 (of system $3) is missing or invalidated ($2 says which): records the incident
 -- before the slot is replaced, with the last delivered snapshot as the backfill's lower bound.
 -- An incident whose replacement was interrupted (state creating_slot) is continued instead.
--- Returns the incident's id and whether it has a lower bound.
+-- Returns the incident's id, whether it has a lower bound, and whether it was recorded now.
 WITH open AS (
   SELECT id, since_snapshot IS NOT NULL AS bounded FROM walhook.recoveries
    WHERE slot_name = $1 AND state = 'creating_slot' ORDER BY id LIMIT 1
@@ -12,4 +12,4 @@ WITH open AS (
    WHERE NOT EXISTS (SELECT 1 FROM open)
   RETURNING id, since_snapshot IS NOT NULL AS bounded
 )
-SELECT id, bounded FROM open UNION ALL SELECT id, bounded FROM added
+SELECT id, bounded, false FROM open UNION ALL SELECT id, bounded, true FROM added
