@@ -1,15 +1,11 @@
 #pragma once
-// walhook's admin listener (`walhook run --admin-listen`), as the scenarios read it: a free port
-// to give it, the port it logged, and its /metrics. Blocking; any thread.
+// walhook's admin listener (`walhook run --admin-listen`), as the scenarios read it: the port it
+// logged, and its /metrics (a free port to give it: relay::free_tcp_port()). Blocking; any thread.
 
 #include <map>
 #include <string>
 
 namespace walhook::bench {
-
-/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released), for
-/// walhook's --admin-listen; 0 if none could be had.
-int free_port();
 
 /// The port a walhook started with `--admin-listen=127.0.0.1:0` listens on, from its log line
 /// `"admin.listening"` (`"port":N`); 0 if not (yet) logged.

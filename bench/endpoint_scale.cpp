@@ -4,6 +4,7 @@
 #include "bench/proc_stats.hpp"
 #include "bench/scenario_support.hpp"
 #include "relay/blocking_db.hpp"
+#include "relay/embedded_postgres.hpp"
 
 #include <fmt/format.h>
 
@@ -193,7 +194,7 @@ scenario_report endpoint_scale(trial_runner& runner, const scenario_options& o) 
   else
     for (int t = 0; t < types; ++t) event_types.push_back(fmt::format("order.type-{}", t));
 
-  const int admin_port = free_port();
+  const int admin_port = relay::free_tcp_port();
   const std::int64_t warmup_us = o.warmup.count() * 1000, measure_us = o.scale_measure.count() * 1000;
   const std::string bad_variant =
       fmt::format("{} endpoints, {} bad ({} × 500, {} × {:.1f} s, {} × hung)", thousands(n), thousands(bad),
