@@ -162,14 +162,20 @@ int cmd_migrate(const migrate_args& a) {
     std::cout << "replication slot " << slot_name << " exists\n" << wal_keep_advice(db) << "\n";
     return 0;
   }
-  // A slot walhook streamed before that is gone now is an incident: `walhook run` records it and
-  // backfills what the lost slot held (a record of another cluster it tells apart and ignores).
-  // Creating the slot here would hide the incident, and lose those events.
+  // A slot walhook streamed on this cluster that is gone now is an incident: `walhook run` records
+  // it and backfills what the lost slot held. Creating the slot here would hide the incident, and
+  // lose those events. A record of another cluster (a pg_dump copy, pg_upgrade) does not count:
+  // run ignores it too, so the slot is created here as on a first start.
+  std::string system_id;
+  {
+    blocking_db repl(a.database_url, "walhook-migrate", true);
+    system_id = std::string(repl.simple("IDENTIFY_SYSTEM").value(0, 0));
+  }
   auto streamed_before = db.exec(R"sql(
-SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1
+SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1 AND p.system_id = $2
 UNION ALL
 SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot')sql",
-                                 slot);
+                                 pg::params{slot_name, system_id});
   if (streamed_before.rows() > 0) {
     std::cout << "replication slot " << slot_name << " is missing, but walhook streamed it here before: not creating it; "
               << "walhook run recovers (it records the incident and delivers from the outbox what the lost slot held)\n";
@@ -416,7 +422,8 @@ SELECT count(*) FILTER (WHERE state <> 'done'), coalesce(sum(events), 0), coales
                       pg::params{"{" + listed + "}"});
     if (st.value(0, 0) == "0") {
       std::cout << "recovery " << listed << " done: " << st.value(0, 1) << " events, " << st.value(0, 2)
-                << " deliveries delivered or stored\n";
+                << " deliveries delivered or stored (one already recorded delivered in walhook.deliveries is not sent "
+                   "again when it has to wait there: walhook replay covers those)\n";
       return 0;
     }
     if (std::chrono::steady_clock::now() >= deadline)
@@ -443,6 +450,13 @@ int cmd_reshard(const reshard_args& a) {
   // The old layout must be stopped (each walhook's SIGTERM finishes its work and records how far
   // it got), its backfills done, and every slot must have a delivered snapshot: the oldest of
   // them is where the new shards' backfills start.
+  // Hold the old slots' leadership locks (relay/leadership.cpp) while resharding: an old walhook
+  // started meanwhile waits as a standby, and at its next session finds the new layout and stops.
+  for (const auto& slot : old_slots)
+    if (db.exec("SELECT pg_try_advisory_lock(2003748971, hashtext($1))", pg::params{slot}).value(0, 0) != "t")
+      throw cli_error(fmt::format("a walhook holds the lock of slot {}: stop the walhooks of the old layout first (SIGTERM; "
+                                  "each records how far it got), then run walhook reshard again",
+                                  slot));
   auto active = db.exec("SELECT string_agg(slot_name, ', ') FROM pg_replication_slots WHERE slot_name = ANY ($1) AND active",
                         pg::params{array(old_slots)});
   if (!active.is_null(0, 0))

@@ -129,11 +129,12 @@ asio::awaitable<error_code> slot_recovery::feed_one(const sql::recovery& r, bool
   running run{tracker_.begin_detached(), r.reason, 0, 0, steady_clock::now()};
   const lsn commit_lsn = backfill_lsn(r);
   const std::size_t batch = before_streaming ? backfill_batch : background_batch;
-  // The stream is not read while a backfill goes first: a status update every second keeps a
-  // walsender with a short wal_sender_timeout (it counts from the client's last message) alive.
+  // The stream is not read while a backfill goes first: a status update every 200 ms keeps a
+  // walsender with a short wal_sender_timeout (it counts from the client's last message; 1 s is
+  // allowed) alive.
   auto last_status = steady_clock::now();
   auto keep_walsender = [&]() -> asio::awaitable<void> {
-    if (!before_streaming || steady_clock::now() - last_status < 1s) co_return;
+    if (!before_streaming || steady_clock::now() - last_status < 200ms) co_return;
     (void)co_await stream_.async_send_status();
     last_status = steady_clock::now();
   };
