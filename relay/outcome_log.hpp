@@ -1,0 +1,51 @@
+#pragma once
+// A compact, bounded record of recent delivery outcomes in memory, so "did customer X get event
+// Y?" has an answer without a row per success (--record failed writes only what did not
+// succeed at once). The dispatcher appends one entry per finished attempt; the admin API reads
+// an event's entries. Oldest entries go first when the ring is full. Lost at restart (the
+// console says so); persisted deliveries are in walhook.deliveries.
+//
+// Thread affinity: the engine's executor.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace walhook::relay {
+
+struct outcome_entry {
+  std::string event_id;                          ///< webhook-id
+  std::int64_t endpoint_id = 0;
+  std::chrono::system_clock::time_point at{};    ///< when the attempt ended
+  int attempt = 0;                               ///< 1 for the first attempt
+  int http_status = 0;                           ///< 0: no response
+  std::string outcome;                           ///< outcome class: 2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, other
+  std::string result;                            ///< delivered | retry | dead
+  double duration_s = 0;
+};
+
+class outcome_log {
+ public:
+  explicit outcome_log(std::size_t capacity = 100000);
+  void add(outcome_entry e);
+  /// Every entry kept for one event, oldest first.
+  std::vector<outcome_entry> of_event(const std::string& event_id) const;
+  /// The newest `limit` entries of one endpoint, newest first.
+  std::vector<outcome_entry> of_endpoint(std::int64_t endpoint_id, std::size_t limit) const;
+  std::size_t size() const;
+  std::size_t capacity() const { return capacity_; }
+  /// When the oldest entry kept was made (the window the record covers); epoch if empty.
+  std::chrono::system_clock::time_point oldest() const;
+
+ private:
+  std::size_t capacity_;
+  std::uint64_t first_seq_ = 0;  ///< sequence number of entries_.front()
+  std::deque<outcome_entry> entries_;
+  std::unordered_multimap<std::string, std::uint64_t> by_event_;  ///< event id → sequence number
+};
+
+}  // namespace walhook::relay
