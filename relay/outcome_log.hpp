@@ -23,7 +23,7 @@ struct outcome_entry {
   std::chrono::system_clock::time_point at{};    ///< when the attempt ended
   int attempt = 0;                               ///< 1 for the first attempt
   int http_status = 0;                           ///< 0: no response
-  std::string outcome;                           ///< outcome class: 2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, other
+  std::string outcome;                           ///< delivery::to_string(outcome_class): 2xx, 5xx, timeout, connect, tls, ssrf, …
   std::string result;                            ///< delivered | retry | dead
   double duration_s = 0;
 };
