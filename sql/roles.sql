@@ -1,13 +1,49 @@
--- Least-privilege roles for walhook (optional; run once as a superuser after `walhook migrate`).
+-- Least-privilege roles for walhook (optional). Run with psql as a superuser, in the database
+-- walhook uses:
+--
+--   psql -v ON_ERROR_STOP=1 -d app -f sql/roles.sql
+--
 -- Passwords are placeholders: set real ones (or use certificates) before use.
 --
---   walhook_relay : what `walhook run` needs — stream the slot (REPLICATION), read the outbox
---                   and endpoints, write delivery state and health, disable endpoints, expire
---                   old outbox rows.
---   walhook_app   : what the application needs — publish events, nothing else.
---   walhook_admin : what operators need for `walhook endpoint|status|replay|events`.
+--   walhook_migrator : what `walhook migrate` and `walhook reshard` need — CREATE on the database
+--                      (the schema walhook and the publications; it then owns walhook's tables,
+--                      which later migrations alter) and REPLICATION (the slot). Not a superuser.
+--   walhook_relay    : what `walhook run` needs — stream the slot (REPLICATION), read the outbox
+--                      and endpoints, write delivery state and health, disable endpoints, expire
+--                      old outbox rows, publish walhook's own notifications.
+--   walhook_app      : what the application needs — publish events, nothing else.
+--   walhook_admin    : what operators need for `walhook endpoint|status|replay|recover|events`.
+--
+-- Idempotent: run it before the first `walhook migrate` (it creates the roles, gives
+-- walhook_migrator CREATE on the database and stops, the schema being absent), run `walhook
+-- migrate` as walhook_migrator, then run it again for the grants — and again after an upgrade
+-- whose migrations add tables. On a database already migrated by another role, one run does it
+-- all; keep migrating as the role that owns schema walhook (a migration must own what it alters).
+-- Roles belong to the cluster: a second database of the same cluster reuses them.
 
-CREATE ROLE walhook_relay LOGIN REPLICATION PASSWORD 'change-me';
+-- 1. The roles, and what the migrator needs before the schema exists.
+DO $roles$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM (VALUES ('walhook_migrator', 'LOGIN REPLICATION'), ('walhook_relay', 'LOGIN REPLICATION'),
+                                 ('walhook_app', 'LOGIN'), ('walhook_admin', 'LOGIN')) AS v(name, options)
+  LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r.name) THEN
+      EXECUTE format('CREATE ROLE %I %s PASSWORD %L', r.name, r.options, 'change-me');
+    END IF;
+  END LOOP;
+  EXECUTE format('GRANT CREATE ON DATABASE %I TO walhook_migrator', current_database());
+END
+$roles$;
+
+SELECT to_regnamespace('walhook') IS NULL AS walhook_not_migrated \gset
+\if :walhook_not_migrated
+\echo 'sql/roles.sql: the roles are ready. Run walhook migrate as walhook_migrator, then this file again.'
+\quit
+\endif
+
+-- 2. What each role may do with the schema (after `walhook migrate`).
 GRANT USAGE ON SCHEMA walhook TO walhook_relay;
 GRANT SELECT ON walhook.outbox, walhook.endpoints TO walhook_relay;
 GRANT DELETE ON walhook.outbox TO walhook_relay;  -- retention (30 days)
@@ -19,16 +55,17 @@ GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfil
 GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
 GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walhook reshard)
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
+-- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
+GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;
+GRANT UPDATE (secret, secret_grace_until) ON walhook.endpoints TO walhook_relay;
 
-CREATE ROLE walhook_app LOGIN PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_app;
 -- Not xid: its default (the inserting transaction) is what lets walhook backfill after a slot loss.
-GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at), SELECT (id)
+GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at, endpoint_id), SELECT (id)
   ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
 GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;
 
-CREATE ROLE walhook_admin LOGIN PASSWORD 'change-me';
 GRANT USAGE ON SCHEMA walhook TO walhook_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;
 GRANT SELECT ON walhook.outbox TO walhook_admin;

@@ -1,0 +1,104 @@
+// Who may run what (issue 11): sql/roles.sql on a database never migrated, `walhook migrate` as
+// walhook_migrator (CREATE on the database and REPLICATION, not a superuser; REPLICATION alone is
+// not enough), the file again for the runtime roles — and a delivery to a receiver that checks
+// the Standard Webhooks signature with its own code (scripts/webhook-receiver, Python standard
+// library), so the signature is verified by something other than walhook's verifier.
+
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace walhook;
+
+namespace {
+
+int psql_file(const std::string& url, const std::string& file, std::string& out) {
+  return relay::run_process({"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", file}, "", out);
+}
+
+std::string as(const std::string& url, const std::string& role) {
+  std::string u = url;
+  return u.replace(u.find("postgres@"), 9, role + ":change-me@");
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("walhook_migrator migrates a new database; the other roles run walhook; an independent verifier accepts") {
+  auto& pg = test::cluster();
+  pg.psql("CREATE DATABASE roles_new");
+  const std::string url = pg.url("roles_new");
+  const std::string roles = std::string(WALHOOK_SOURCE_DIR) + "/sql/roles.sql";
+
+  // Before migrate: the roles are created, the file stops at the missing schema.
+  std::string out;
+  REQUIRE(psql_file(url, roles, out) == 0);
+  CHECK(out.find("Run walhook migrate as walhook_migrator") != std::string::npos);
+
+  // REPLICATION alone does not create the schema.
+  pg.psql("CREATE ROLE replication_only LOGIN REPLICATION PASSWORD 'change-me'");
+  CHECK(test::run_walhook({"migrate", "--database-url", as(url, "replication_only")}, out) == 1);
+  CHECK(out.find("permission denied for database roles_new") != std::string::npos);
+
+  // Slot names are cluster-wide: this database gets its own.
+  REQUIRE(test::run_walhook({"migrate", "--database-url", as(url, "walhook_migrator"), "--slot", "roles_new"}, out) == 0);
+  CHECK(out.find("created replication slot roles_new") != std::string::npos);
+  relay::blocking_db super(url);
+  CHECK(test::query_value(super, "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'walhook'") ==
+        "walhook_migrator");
+  CHECK(test::query_value(super, "SELECT rolsuper FROM pg_roles WHERE rolname = 'walhook_migrator'") == "f");
+
+  // After migrate: the grants; running the file again changes nothing and fails nothing.
+  REQUIRE(psql_file(url, roles, out) == 0);
+  REQUIRE(psql_file(url, roles, out) == 0);
+  CHECK(test::run_walhook({"migrate", "--database-url", as(url, "walhook_migrator"), "--slot", "roles_new"}, out) == 0);
+
+  // A receiver that shares no code with walhook.
+  const std::string secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const int port = relay::free_tcp_port();
+  const auto log = std::filesystem::temp_directory_path() / ("walhook-it-roles-receiver-" + std::to_string(::getpid()));
+  std::filesystem::remove(log);
+  const pid_t receiver = relay::spawn_process({"/usr/bin/env", "python3", std::string(WALHOOK_SOURCE_DIR) + "/scripts/webhook-receiver",
+                                               "--secret", secret, "--port", std::to_string(port)},
+                                              log.string());
+  REQUIRE(test::eventually([&] { return test::http_get(static_cast<unsigned short>(port), "/healthz").first == 200; },
+                           std::chrono::seconds(20)));
+
+  const std::string hook = "http://127.0.0.1:" + std::to_string(port) + "/hook";
+  REQUIRE(test::run_walhook({"endpoint", "add", "--database-url", as(url, "walhook_admin"), "--tenant", "t", "--url", hook,
+                             "--secret", secret},
+                            out) == 0);
+  test::walhook_process relay(test::run_args(as(url, "walhook_relay"), "roles_new"));
+  relay.start();
+  REQUIRE(test::eventually([&] { return relay.count_in_log("\"replication.streaming\"") == 1; }, std::chrono::seconds(20)));
+  REQUIRE(test::run_walhook({"send", "--database-url", as(url, "walhook_app"), "--tenant", "t", "--type", "order.paid",
+                             "--data", R"({"order_id": 7})"},
+                            out) == 0);
+  std::string event_id = out.substr(0, out.find('\n'));
+  CHECK(test::eventually([&] { return read_all(log.string()).find("\"webhook_id\": \"" + event_id + "\"") != std::string::npos; },
+                         std::chrono::seconds(20)));
+  const std::string received = read_all(log.string());
+  CAPTURE(received);
+  CHECK(received.find("\"valid\": true, \"type\": \"order.paid\"") != std::string::npos);
+  CHECK(received.find("\"valid\": false") == std::string::npos);
+
+  relay.signal(SIGTERM);
+  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  ::kill(receiver, SIGTERM);
+  ::waitpid(receiver, nullptr, 0);
+  std::filesystem::remove(log);
+}
