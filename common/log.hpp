@@ -1,5 +1,5 @@
 #pragma once
-// Structured logging: one JSON object per line on standard error (DESIGN §8).
+// Structured logging: one JSON object per line on standard error (docs/architecture.md, Operating).
 //
 //   log::info("slot.acknowledged", {{"lsn", "0/16B3748"}, {"deliveries", 12}});
 //   → {"ts":"2026-11-30T03:23:51.123Z","level":"info","msg":"slot.acknowledged","lsn":"0/16B3748","deliveries":12}

@@ -1,5 +1,5 @@
 #pragma once
-// Per-endpoint circuit breaker and auto-disable (DESIGN §7). Pure: time is a parameter.
+// Per-endpoint circuit breaker and auto-disable (docs/architecture.md, Rules). Pure: time is a parameter.
 //
 //   closed ──(failure_threshold consecutive failures)──► paused until now + pause_step
 //   paused ──(pause over)──► probing: at most max_concurrency attempts go out

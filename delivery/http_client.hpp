@@ -2,7 +2,7 @@
 // The HTTP/1.1 transport that carries webhook attempts (Boost.Beast + OpenSSL).
 //
 // * One total deadline per attempt (default 5 s) covering resolve, connect, TLS handshake,
-//   writing the request and reading the response header (DESIGN §6).
+//   writing the request and reading the response header (docs/architecture.md, Rules).
 // * Keep-alive connections pooled per pool key (walhook uses the endpoint id, so one slow
 //   endpoint never holds another's connections); TCP_NODELAY; TLS verified (the host against
 //   the certificate's subjectAltName only) with SNI; verification failures say why.
@@ -38,7 +38,7 @@ namespace walhook::delivery {
 
 /// How an http_client behaves; fixed at construction.
 struct http_client_options {
-  /// Whole call, ms: resolve, connect, TLS handshake, write, response header (DESIGN §6).
+  /// Whole call, ms: resolve, connect, TLS handshake, write, response header (docs/architecture.md, Rules).
   std::chrono::milliseconds total_deadline{5000};
   std::size_t body_cap = 16 * 1024;      ///< bytes of response body read (and discarded) at most
   std::size_t max_idle_per_pool = 8;     ///< idle keep-alive connections kept per pool key; 0 = no reuse

@@ -26,7 +26,7 @@ struct event {
   std::string body;       ///< the request body, built once: {"id","type","timestamp","data"}
 };
 
-/// Builds the webhook body {"id":…,"type":…,"timestamp":…,"data":<payload>} (DESIGN §6).
+/// Builds the webhook body {"id":…,"type":…,"timestamp":…,"data":<payload>} (docs/architecture.md, Delivery contract).
 /// `payload` must be valid JSON text; it is embedded unchanged.
 std::string make_body(const event& ev);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Delivery rules (DESIGN §6–7): classification of an attempt, backoff with jitter, Retry-After,
+// Delivery rules (docs/architecture.md, Rules): classification of an attempt, backoff with jitter, Retry-After,
 // give-up limits. Pure functions: time and randomness are parameters, so every rule is tested
 // with a fake clock and fixed random values.
 

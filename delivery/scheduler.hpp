@@ -2,7 +2,7 @@
 // The fair scheduler: one in-memory FIFO queue per endpoint, a concurrency cap per endpoint
 // (endpoints.max_concurrency) and a process-wide in-flight cap, and endpoints with ready work
 // served round-robin — so the first delivery of every endpoint goes before the second of any,
-// and one slow endpoint can only ever occupy its own slots (DESIGN §4 invariant 4).
+// and one slow endpoint can only ever occupy its own slots (docs/architecture.md, Invariants, 4).
 //
 // The process-wide cap is two pools. max_in_flight bounds attempts that are young (or of
 // endpoints that answer in time); an attempt that runs past the hold bound is *parked* (park())

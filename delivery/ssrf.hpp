@@ -1,5 +1,5 @@
 #pragma once
-// The SSRF guard (DESIGN §8): the addresses a webhook must not be delivered to. Pure predicates
+// The SSRF guard (docs/architecture.md, Security): the addresses a webhook must not be delivered to. Pure predicates
 // over resolved addresses; http_client applies them after DNS resolution (and to IP literals),
 // so names such as "localhost" or "0x7f.1" cannot get around them.
 
@@ -10,7 +10,7 @@
 
 namespace walhook::delivery {
 
-/// The SSRF guard (DESIGN §8): true if walhook must not connect to `address` unless
+/// The SSRF guard (docs/architecture.md, Security): true if walhook must not connect to `address` unless
 /// allow_private_networks is set. IPv4 (IANA special-purpose registry, RFC 6890): 0/8, 10/8,
 /// 100.64/10 (CGNAT), 127/8, 169.254/16 (link-local, cloud metadata), 172.16/12, 192.0.0/24,
 /// 192.168/16, 198.18/15, 224/4 (multicast), 240/4 (reserved, broadcast). IPv6: ::, ::1,

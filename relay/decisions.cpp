@@ -39,7 +39,7 @@ admission admit(const delivery::job& j, const endpoint* ep, const delivery::brea
   // Removed by any means (DELETE, TRUNCATE): its undelivered work ends dead with the reason, as
   // its rows in walhook.deliveries do (the removal trigger of migration 004).
   if (!ep) return write(dead_record(j, "endpoint no longer exists"));
-  // Tenants never cross (DESIGN §4 invariant 8): an endpoint id can be reused by another
+  // Tenants never cross (docs/architecture.md, Invariants, 8): an endpoint id can be reused by another
   // tenant's endpoint (TRUNCATE … RESTART IDENTITY), or the endpoint moved to another tenant.
   if (!j.ev->tenant_id.empty() && j.ev->tenant_id != ep->tenant_id)
     return write(dead_record(j, "the endpoint belongs to another tenant than the event"));

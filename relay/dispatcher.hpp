@@ -1,5 +1,5 @@
 #pragma once
-// The delivery side of the engine (DESIGN §3 from "router" to "state store"): admits routed
+// The delivery side of the engine (docs/architecture.md, Data flow, from the router to the state store): admits routed
 // deliveries, schedules them fairly per endpoint, runs attempts through the transport, decides
 // their outcomes and writes what must be durable — and tells the LSN tracker when a delivery no
 // longer holds its transaction. It also claims persisted work back, and sweeps: an attempt

@@ -45,7 +45,7 @@ class endpoint_directory {
   /// Every known endpoint id (unordered).
   std::vector<std::int64_t> ids() const;
 
-  /// The router (DESIGN §3): ids of the endpoints of `tenant_id` subscribed to `event_type`,
+  /// The router (docs/architecture.md, Data flow): ids of the endpoints of `tenant_id` subscribed to `event_type`,
   /// in the order they were added.
   std::vector<std::int64_t> route(std::string_view tenant_id, std::string_view event_type) const;
 

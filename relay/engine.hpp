@@ -1,6 +1,6 @@
 #pragma once
 // The relay engine behind `walhook run`: it wires the replication stream to the dispatcher
-// (relay/dispatcher.hpp) and runs sessions (DESIGN §3). One instance per process, on one
+// (relay/dispatcher.hpp) and runs sessions (docs/architecture.md, Data flow). One instance per process, on one
 // io_context thread.
 //
 // Lifecycle (run()):

@@ -1,5 +1,5 @@
 #pragma once
-// Exactly one active relay per slot (DESIGN §4 invariant 7): the active instance holds a
+// Exactly one active relay per slot (docs/architecture.md, Invariants, 7): the active instance holds a
 // session-level advisory lock keyed by the slot's name; a standby blocks on the same lock in the
 // server (no polling) and takes over the moment the active one's session ends.
 //

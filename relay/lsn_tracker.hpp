@@ -1,5 +1,5 @@
 #pragma once
-// Decides the flush LSN walhook may acknowledge (DESIGN §4 invariant 2, §10).
+// Decides the flush LSN walhook may acknowledge (docs/architecture.md, Invariants, 2, and Pitfalls).
 //
 // Every transaction read from the slot gets a ticket at Begin; each of its deliveries holds the
 // ticket until it is delivered or persisted in walhook.deliveries (release()). At Commit the

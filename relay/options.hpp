@@ -1,5 +1,5 @@
 #pragma once
-// Settings of `walhook run` (every number of DESIGN §7 is here with its default).
+// Settings of `walhook run` (docs/architecture.md, Defaults, lists them with the flags).
 
 #include "common/time.hpp"
 #include "delivery/breaker.hpp"
@@ -31,7 +31,7 @@ struct run_options {
   delivery::scheduler_limits limits;                   ///< 256 in flight (+1,024 past the hold bound), 1000/endpoint, 10000 total in memory
   std::chrono::milliseconds max_wait_in_memory{1000};  ///< older queued deliveries are spilled
   /// An attempt still running after this long is recorded as 'sending' and stops holding its
-  /// transaction's LSN (DESIGN §4 invariant 9): no customer holds the acknowledged position.
+  /// transaction's LSN (docs/architecture.md, Invariants, 9): no customer holds the acknowledged position.
   std::chrono::milliseconds max_hold{250};
   std::size_t max_payload_bytes = 1024 * 1024;         ///< bigger request bodies → dead delivery
   std::size_t max_store_backlog = 20000;               ///< queued writes before reading the slot pauses

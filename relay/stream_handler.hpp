@@ -1,5 +1,5 @@
 #pragma once
-// What each message of the replication stream means to walhook (DESIGN §3, "stream → route"):
+// What each message of the replication stream means to walhook (docs/architecture.md, Data flow):
 // Begin/Commit/keepalives go to the LSN tracker; outbox Inserts become events, routed to the
 // tenant's endpoints and handed to the dispatcher, each delivery holding its transaction's
 // ticket; changes of walhook.endpoints update the endpoint directory in commit order with the

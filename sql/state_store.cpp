@@ -187,7 +187,7 @@ asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
   // with an error log line, so one bad row never blocks the queue, the slot or other tenants.
   // Any other refusal (read-only, permissions, disk full) keeps the write at the head of the
   // batch and the caller retries it after a backoff: an unwritten delivery keeps its LSN ticket,
-  // so the slot is never acknowledged past it (DESIGN §4 invariant 2).
+  // so the slot is never acknowledged past it (docs/architecture.md, Invariants, 2).
   while (!batch.empty()) {
     for (int tries = 0;; ++tries) {
       auto statements = build_batch(std::span<const write>(batch.data(), 1));

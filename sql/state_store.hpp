@@ -1,6 +1,6 @@
 #pragma once
 // The state store: writes delivery state back to walhook.deliveries and walhook.endpoint_health
-// in batches, and claims persisted work back for retries (DESIGN §3, §5).
+// in batches, and claims persisted work back for retries (docs/architecture.md, Data flow and Schema).
 //
 // Writes are queued with enqueue() and committed by run() in batches: one transaction and one
 // round trip (libpq pipeline mode) for everything queued since the previous batch (group

@@ -1,5 +1,5 @@
 #pragma once
-// The writes walhook makes to PostgreSQL, as values (DESIGN §5): delivery state, endpoint
+// The writes walhook makes to PostgreSQL, as values (docs/architecture.md, Schema): delivery state, endpoint
 // health, slot progress. The state store queues them and commits them in batches
 // (sql/batch.hpp builds the statements of one batch; sql/state_store.hpp runs them).
 

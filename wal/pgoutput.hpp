@@ -31,7 +31,7 @@ struct begin {
 };
 
 /// 'C' Commit: end_lsn is the end of the transaction's commit record — the position walhook
-/// acknowledges once every delivery of the transaction is done (DESIGN §10).
+/// acknowledges once every delivery of the transaction is done (docs/architecture.md, Pitfalls).
 struct commit {
   std::uint8_t flags = 0;
   lsn commit_lsn;

@@ -1,4 +1,4 @@
--- walhook schema, version 1 (DESIGN §5). Applied by `walhook migrate` inside one transaction.
+-- walhook schema, version 1 (docs/architecture.md, Schema). Applied by `walhook migrate` inside one transaction.
 
 CREATE SCHEMA IF NOT EXISTS walhook;
 

@@ -1,4 +1,4 @@
-// Crash safety (issue 3, DESIGN §4 invariants 1, 2, 6): 20,000 events at a steady rate over
+// Crash safety (issue 3, docs/architecture.md, Invariants, 1, 2, 6): 20,000 events at a steady rate over
 // several endpoints; walhook is killed with SIGKILL at five random moments and restarted each
 // time. Every (event, endpoint) pair must arrive at least once; every duplicate must come from
 // a crash window (its transaction not yet acknowledged, or its delivery persisted and in

@@ -1,4 +1,4 @@
-// Noisy neighbour, scaled down (issue 5; DESIGN §1 and invariant 4): four healthy endpoints and
+// Noisy neighbour, scaled down (issue 5; docs/architecture.md, Why and Invariants, 4): four healthy endpoints and
 // one that never answers within walhook's deadline (--deadline-ms 500, so the test stays short)
 // share a steady load. Correctness only, no timing targets:
 //   * the slow endpoint is never served with more than its max_concurrency connections at once

@@ -1,4 +1,4 @@
-// The slot never lags because of a customer (issue 3, DESIGN §4 invariant 3): an endpoint that
+// The slot never lags because of a customer (issue 3, docs/architecture.md, Invariants, 3): an endpoint that
 // never answers cannot hold WAL back — its deliveries pile up as pending rows while the healthy
 // endpoints keep their latency — and a quiet outbox on a busy database still advances the slot.
 
@@ -117,7 +117,7 @@ TEST_CASE("an endpoint that never answers cannot hold the slot back; healthy end
                       "max {:.1f} ms over {} deliveries",
                       lag.max_age_s(), lag.max_bytes(), lag.samples(), pending_midway, pending_end, s.p50, s.p99,
                       s.max, s.n));
-  CHECK(lag.max_age_s() < 10.0);               // DESIGN target: slot lag under 10 s whatever the endpoints do
+  CHECK(lag.max_age_s() < 10.0);               // docs/architecture.md target: slot lag under 10 s whatever the endpoints do
   CHECK(pending_midway > 500);                  // the dead endpoint's work went to PostgreSQL…
   CHECK(pending_end > pending_midway);          // …and kept piling up there
   CHECK(rcv->max_concurrent("/dead") <= 4);     // never more than its max_concurrency

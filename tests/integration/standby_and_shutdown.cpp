@@ -1,5 +1,5 @@
 // Exactly one active relay per slot, standby takeover, graceful shutdown and bad input
-// (issue 3; DESIGN §4 invariant 7).
+// (issue 3; docs/architecture.md, Invariants, 7).
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"

@@ -1,4 +1,4 @@
-// The state store's SQL against a real PostgreSQL (DESIGN §5, issue 3/4): batched upserts keyed
+// The state store's SQL against a real PostgreSQL (docs/architecture.md, Schema; issue 3/4): batched upserts keyed
 // by (endpoint, event), merges by merge key (in one batch and across batches, never back to an
 // older event), no regression of delivered rows, superseded failures, fair claims, stale
 // 'sending' rows, progress.

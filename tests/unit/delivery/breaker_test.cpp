@@ -1,4 +1,4 @@
-// The per-endpoint circuit breaker and auto-disable (delivery/breaker.hpp, DESIGN §7), driven by
+// The per-endpoint circuit breaker and auto-disable (delivery/breaker.hpp, docs/architecture.md, Rules), driven by
 // a fake clock.
 
 #include "delivery/breaker.hpp"

@@ -1,4 +1,4 @@
-// Delivery rules (delivery/policy.hpp, DESIGN §6–7): classification of an attempt, Retry-After,
+// Delivery rules (delivery/policy.hpp, docs/architecture.md, Rules): classification of an attempt, Retry-After,
 // backoff with jitter, give-up limits. Time is a fixed fake `now`; randomness is a parameter.
 
 #include "delivery/policy.hpp"

@@ -85,7 +85,7 @@ std::string run_to_completion(scheduler& s) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Round-robin (DESIGN §4 invariant 4)
+// Round-robin (docs/architecture.md, Invariants, 4)
 
 TEST_CASE("scheduler: the first delivery of every endpoint goes before the second of any") {
   scheduler s;
@@ -308,7 +308,7 @@ TEST_CASE("scheduler: next() on an empty scheduler and with only unconfigured en
 }
 
 // ---------------------------------------------------------------------------------------------
-// Memory caps (DESIGN §4 invariant 5)
+// Memory caps (docs/architecture.md, Invariants, 5)
 
 TEST_CASE("scheduler: the per-endpoint memory cap returns the job as full") {
   scheduler s({.max_in_flight = 64, .max_slow_in_flight = 1024, .max_queued_per_endpoint = 2, .max_queued_total = 100});
@@ -366,7 +366,7 @@ TEST_CASE("scheduler: a merge is accepted even at the memory cap (it does not gr
 }
 
 // ---------------------------------------------------------------------------------------------
-// Merge (DESIGN §7)
+// Merge (docs/architecture.md, Rules)
 
 TEST_CASE("scheduler: a newer job with the same merge key replaces the queued one in place") {
   scheduler s;
@@ -474,7 +474,7 @@ TEST_CASE("scheduler: a key whose queued job left (started, spilled, drained) qu
 }
 
 // ---------------------------------------------------------------------------------------------
-// Aggregate ordering (DESIGN §6)
+// Aggregate ordering (docs/architecture.md, Rules)
 
 TEST_CASE("scheduler: aggregate ordering keeps one attempt in flight per aggregate") {
   scheduler s;

@@ -1,5 +1,5 @@
 // relay/decisions.hpp as tables: admission of a delivery, and the outcome of an attempt
-// (DESIGN §6–7). Pure functions: every row states its inputs and what must come out.
+// (docs/architecture.md, Rules). Pure functions: every row states its inputs and what must come out.
 
 #include "delivery/signing.hpp"
 #include "relay/decisions.hpp"

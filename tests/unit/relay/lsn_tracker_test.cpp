@@ -1,4 +1,4 @@
-// The flush-LSN tracker (relay/lsn_tracker.hpp, DESIGN §4 invariant 2 and §10): hand-made
+// The flush-LSN tracker (relay/lsn_tracker.hpp, docs/architecture.md, Invariants, 2, and Pitfalls): hand-made
 // sequences, then a seeded model-based test.
 
 #include "relay/lsn_tracker.hpp"
