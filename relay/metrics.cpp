@@ -194,7 +194,7 @@ std::string render_prometheus(const metrics_snapshot& s) {
     out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
   header("walhook_endpoint_dead_total", "counter",
          "Deliveries that ended dead, per endpoint, for any reason (attempts or time used up, a 4xx, payload too "
-         "large, endpoint removed or disabled, ...).");
+         "large, endpoint removed, ...).");
   for (const auto& e : s.endpoints)
     out += fmt::format("walhook_endpoint_dead_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.dead);
   // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
