@@ -19,6 +19,19 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using delivery::job;
 
+void latency_histogram::observe(double seconds) {
+  std::size_t bucket = 0;
+  while (bucket < bounds.size() && seconds > bounds[bucket]) ++bucket;
+  ++counts[bucket];
+  sum_s += seconds;
+}
+
+std::uint64_t latency_histogram::count() const {
+  std::uint64_t n = 0;
+  for (auto c : counts) n += c;
+  return n;
+}
+
 namespace {
 
 sql::delivery_key key_of(const job& j) { return {j.endpoint_id, j.ev->id}; }
@@ -134,6 +147,7 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
   }
   if (record.status == sql::delivery_status::dead) {
     ++stats_.dead;
+    if (auto* c = counters_of(j.endpoint_id)) ++c->dead;
     log::warn("delivery.dead",
               {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", record.last_error.value_or("")}});
   }
@@ -168,8 +182,12 @@ void dispatcher::apply(job j, const admission& a) {
 void dispatcher::apply(job j, const decision& d) {
   const std::int64_t id = j.endpoint_id;
   directory_.set_health(id, d.breaker);
-  if (d.result == verdict::delivered) ++stats_.delivered;
-  else ++stats_.failed_attempts;
+  if (d.result == verdict::delivered) {
+    ++stats_.delivered;
+    if (auto* c = counters_of(id)) ++c->delivered;
+  } else {
+    ++stats_.failed_attempts;
+  }
   if (d.result == verdict::retry)
     log::debug("delivery.failed", {{"endpoint_id", id}, {"event_id", j.ev->id},
                                    {"error", d.last_error.value_or("")}, {"attempts", j.attempts + 1}});
@@ -236,6 +254,19 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
                  [this, r] { release(r->j); });
 }
 
+void dispatcher::count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
+                               steady_time::duration took) {
+  const auto cls = static_cast<std::size_t>(delivery::classify_outcome(response));
+  stats_.latency[cls].observe(std::chrono::duration<double>(took).count());
+  if (auto* c = counters_of(endpoint_id)) ++c->attempts[cls];
+}
+
+endpoint_counters* dispatcher::counters_of(std::int64_t endpoint_id) {
+  // Only endpoints in the directory: one removed while its attempt ran leaves no series behind.
+  if (!directory_.find(endpoint_id)) return nullptr;
+  return &stats_.endpoints[endpoint_id];
+}
+
 // ------------------------------------------------------------------ admission
 
 void dispatcher::admit_job(job j) {
@@ -294,6 +325,7 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
       apply(std::move(j), a);
     }
     backlog_.forget(c.id);
+    stats_.endpoints.erase(c.id);  // its /metrics series go with it (bounded by the directory)
     log::info("endpoint.removed", {{"endpoint_id", c.id}});
     return;
   }
@@ -433,11 +465,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
       log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});
     }
     took = clock_.steady_now() - r->started;
-    double seconds = std::chrono::duration<double>(*took).count();
-    std::size_t bucket = 0;
-    while (bucket < dispatcher_stats::latency_buckets.size() && seconds > dispatcher_stats::latency_buckets[bucket]) ++bucket;
-    ++stats_.latency_counts[bucket];
-    stats_.latency_sum_s += seconds;
+    count_attempt(id, response, *took);
   }
   // The job leaves the registry; its ticket (unless a durable mark took it) goes with it.
   running_.erase(r->id);

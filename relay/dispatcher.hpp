@@ -16,6 +16,7 @@
 #include "common/task_group.hpp"
 #include "common/time.hpp"
 #include "common/wake_signal.hpp"
+#include "delivery/outcome_class.hpp"
 #include "delivery/policy.hpp"
 #include "delivery/scheduler.hpp"
 #include "delivery/transport.hpp"
@@ -56,6 +57,24 @@ struct dispatcher_options {
   std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
 };
 
+/// An attempt-duration histogram (seconds).
+struct latency_histogram {
+  /// Upper bounds of the buckets, seconds (Prometheus `le`).
+  static constexpr std::array<double, 11> bounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  std::array<std::uint64_t, bounds.size() + 1> counts{};  ///< per bucket (not cumulative), last = above 10 s (+Inf)
+  double sum_s = 0;
+  void observe(double seconds);
+  std::uint64_t count() const;
+};
+
+/// One endpoint's counters (for the endpoint-labelled series of /metrics). Kept while the
+/// endpoint is in the directory: a removed endpoint's counters go with it.
+struct endpoint_counters {
+  std::array<std::uint64_t, delivery::all_outcome_classes.size()> attempts{};  ///< by delivery::outcome_class
+  std::uint64_t delivered = 0;
+  std::uint64_t dead = 0;  ///< for any reason: attempts used up, 4xx, payload too large, endpoint removed, …
+};
+
 /// Counters for /metrics and tests.
 struct dispatcher_stats {
   std::uint64_t attempts = 0;
@@ -68,9 +87,10 @@ struct dispatcher_stats {
   std::uint64_t claims = 0;             ///< claim queries that returned rows
   std::uint64_t marked_sending = 0;     ///< attempts recorded 'sending' after the hold bound
   std::uint64_t disabled_endpoints = 0;
-  static constexpr std::array<double, 11> latency_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  std::array<std::uint64_t, latency_buckets.size() + 1> latency_counts{};  ///< attempt durations, last = +Inf
-  double latency_sum_s = 0;
+  /// Attempt durations by outcome class (index: delivery::outcome_class); their sum is every attempt's.
+  std::array<latency_histogram, delivery::all_outcome_classes.size()> latency{};
+  /// Per endpoint in the directory (only those that had an attempt or a delivery ended).
+  std::map<std::int64_t, endpoint_counters> endpoints;
 };
 
 class dispatcher {
@@ -177,6 +197,11 @@ class dispatcher {
   /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
   void spill(delivery::job j, sql::delivery_outcome pending);
   void mark_sending(const std::shared_ptr<running>& r);
+  /// /metrics: one attempt's outcome class and duration, globally and for its endpoint.
+  void count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
+                     steady_time::duration took);
+  /// The endpoint's counters if it is (still) in the directory; nullptr otherwise.
+  endpoint_counters* counters_of(std::int64_t endpoint_id);
 
   void admit_job(delivery::job j);
   void admit_claimed(sql::claimed_delivery c);

@@ -10,6 +10,7 @@
 #include "relay/metrics.hpp"
 #include "relay/recovery.hpp"
 #include "relay/stream_handler.hpp"
+#include "relay/version.hpp"
 #include "sql/state_store.hpp"
 #include "wal/errc.hpp"
 #include "wal/replication_stream.hpp"
@@ -516,18 +517,24 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.slot_incidents = s.recovery.incidents();
   m.events_backfilled = s.recovery.events_backfilled();
   m.backfills_running = s.recovery.backfills_running();
+  m.version = walhook_version;
+  m.commit = walhook_commit;
+  m.process = read_process_metrics();
   std::map<std::int64_t, endpoint_metrics> by_id;
-  for (auto id : s.directory.ids())
-    by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt};
-  if (auto ages = co_await s.store.oldest_pending())
-    for (const auto& [id, age] : *ages) {
-      if (!s.directory.find(id)) continue;  // another shard's endpoint (or one removed)
-      auto& e = by_id[id];
-      e.id = id;
-      e.oldest_pending_age_s = age;
-    }
+  const auto& counters = m.delivery.endpoints;
+  for (auto id : s.directory.ids()) {
+    auto c = counters.find(id);
+    by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
+                 c == counters.end() ? endpoint_counters{} : c->second};
+  }
+  // What the database says is the leader's to export: a standby (or an instance reconnecting)
+  // would repeat it, and a scrape must not cost the database when this instance is not working.
+  if (s.session_active)
+    if (auto ages = co_await s.store.oldest_pending())
+      for (const auto& [id, age] : *ages)
+        if (auto e = by_id.find(id); e != by_id.end()) e->second.oldest_pending_age_s = age;  // this shard's, still known
   for (auto& [id, e] : by_id) m.endpoints.push_back(e);
-  if (const auto& slot = s.last_slot_health) {  // read every 10 s by housekeeping, not per scrape
+  if (const auto& slot = s.last_slot_health; slot && s.session_active) {  // read every 10 s by housekeeping, not per scrape
     m.slot_wal_status = slot->wal_status;
     m.slot_retained_bytes = slot->retained_bytes;
     m.slot_safe_wal_size = slot->safe_wal_size;

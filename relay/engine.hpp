@@ -37,8 +37,9 @@ class engine {
   /// Graceful stop (idempotent).
   void request_stop();
 
-  /// Prometheus text exposition (relay/metrics.hpp), with the oldest pending age per endpoint
-  /// read from walhook.deliveries.
+  /// Prometheus text exposition (relay/metrics.hpp). While this instance streams the slot, with
+  /// the oldest pending age per endpoint read from walhook.deliveries (one query per scrape) and
+  /// the slot's WAL retention; otherwise (a standby, or reconnecting) without them, and no query.
   boost::asio::awaitable<std::string> metrics_text();
   /// True while this instance streams the slot.
   bool streaming() const;

@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "relay/blocking_db.hpp"
 #include "relay/commands.hpp"
+#include "relay/version.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -25,7 +26,7 @@ void add_database_url(CLI::App* cmd, std::string& url) {
 int main(int argc, char** argv) {
   CLI::App app{"walhook: PostgreSQL outbox → logical replication → signed webhooks (Standard Webhooks)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "walhook 0.1.0");
+  app.set_version_flag("--version", "walhook " + std::string(walhook_version) + " (" + std::string(walhook_commit) + ")");
   std::string log_level;
   app.add_option("--log-level", log_level, "debug, info, warn or error (default info; env WALHOOK_LOG_LEVEL)")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));

@@ -2,7 +2,80 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
 namespace walhook::relay {
+
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::optional<process_metrics> parse_proc_stat(std::string_view stat, long ticks_per_second, long page_size,
+                                               double boot_time_s) {
+  auto close = stat.rfind(')');
+  if (close == std::string_view::npos || ticks_per_second <= 0) return std::nullopt;
+  // Fields from 3 (state) on, space-separated.
+  std::vector<std::string_view> fields;
+  for (std::size_t i = close + 1; i < stat.size();) {
+    while (i < stat.size() && (stat[i] == ' ' || stat[i] == '\n')) ++i;
+    std::size_t j = i;
+    while (j < stat.size() && stat[j] != ' ' && stat[j] != '\n') ++j;
+    if (j > i) fields.push_back(stat.substr(i, j - i));
+    i = j;
+  }
+  auto field = [&](int n) -> std::optional<double> {  // n: proc(5)'s 1-based field number
+    auto at = static_cast<std::size_t>(n - 3);
+    if (at >= fields.size()) return std::nullopt;
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(fields[at].data(), fields[at].data() + fields[at].size(), v);
+    if (ec != std::errc{} || end != fields[at].data() + fields[at].size()) return std::nullopt;
+    return static_cast<double>(v);
+  };
+  auto utime = field(14), stime = field(15), start = field(22), vsize = field(23), rss = field(24);
+  if (!utime || !stime || !start || !vsize || !rss) return std::nullopt;
+  const auto ticks = static_cast<double>(ticks_per_second);
+  process_metrics m;
+  m.cpu_seconds = (*utime + *stime) / ticks;
+  m.resident_bytes = *rss * static_cast<double>(page_size);
+  m.virtual_bytes = *vsize;
+  m.start_time_seconds = boot_time_s + *start / ticks;
+  return m;
+}
+
+std::optional<process_metrics> read_process_metrics() {
+  std::ifstream stat_file("/proc/self/stat");
+  std::ifstream machine("/proc/stat");
+  if (!stat_file || !machine) return std::nullopt;
+  std::stringstream stat;
+  stat << stat_file.rdbuf();
+  double boot_time_s = 0;
+  for (std::string line; std::getline(machine, line);)
+    if (line.starts_with("btime ")) boot_time_s = std::stod(line.substr(6));
+  auto m = parse_proc_stat(stat.str(), ::sysconf(_SC_CLK_TCK), ::sysconf(_SC_PAGESIZE), boot_time_s);
+  if (!m) return std::nullopt;
+  std::error_code ec;
+  double fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
+  // The iterator's own descriptor is counted too, as client_golang's procfs does.
+  if (!ec) m->open_fds = fds;
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    m->max_fds = static_cast<double>(nofile.rlim_cur);
+  return m;
+}
 
 std::string render_prometheus(const metrics_snapshot& s) {
   std::string out;
@@ -15,6 +88,10 @@ std::string render_prometheus(const metrics_snapshot& s) {
   };
   auto gauge = [&](const char* name, const char* help, double v) {
     header(name, "gauge", help);
+    out += fmt::format("{} {}\n", name, v);
+  };
+  auto counter_d = [&](const char* name, const char* help, double v) {
+    header(name, "counter", help);
     out += fmt::format("{} {}\n", name, v);
   };
   const auto& d = s.delivery;
@@ -44,7 +121,11 @@ std::string render_prometheus(const metrics_snapshot& s) {
           s.writes_refused);
   gauge("walhook_event_bytes", "Bytes of events held in memory (budget: --max-queue-bytes).",
         static_cast<double>(s.event_bytes));
-  gauge("walhook_streaming", "1 while this instance streams the slot.", s.streaming ? 1.0 : 0.0);
+  gauge("walhook_streaming",
+        "1 while this instance streams the slot (the leader). A standby (0) exports its own counters, build and "
+        "process metrics, but not the series read from the database (oldest pending age, the slot's WAL): scrape "
+        "both instances.",
+        s.streaming ? 1.0 : 0.0);
   gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).",
         static_cast<double>(s.confirmed.value()));
   gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
@@ -72,29 +153,74 @@ std::string render_prometheus(const metrics_snapshot& s) {
           "WAL that can still be written before the slot is at risk of invalidation (max_slot_wal_keep_size).",
           static_cast<double>(*s.slot_safe_wal_size));
 
-  header("walhook_attempt_duration_seconds", "histogram", "Duration of delivery attempts.");
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < dispatcher_stats::latency_buckets.size(); ++i) {
-    cumulative += d.latency_counts[i];
-    out += fmt::format("walhook_attempt_duration_seconds_bucket{{le=\"{}\"}} {}\n", dispatcher_stats::latency_buckets[i],
-                       cumulative);
+  header("walhook_attempt_duration_seconds", "histogram",
+         "Duration of delivery attempts, by outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, "
+         "network, protocol, cancelled, other; only the classes seen). Not by endpoint: at most 13 series sets. "
+         "All attempts: sum without (outcome).");
+  for (auto cls : delivery::all_outcome_classes) {
+    const auto& h = d.latency[static_cast<std::size_t>(cls)];
+    const auto count = h.count();
+    if (count == 0) continue;
+    const auto outcome = delivery::to_string(cls);
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < latency_histogram::bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"{}\"}} {}\n", outcome,
+                         latency_histogram::bounds[i], cumulative);
+    }
+    out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"+Inf\"}} {}\n", outcome, count);
+    out += fmt::format("walhook_attempt_duration_seconds_sum{{outcome=\"{0}\"}} {1}\n"
+                       "walhook_attempt_duration_seconds_count{{outcome=\"{0}\"}} {2}\n",
+                       outcome, h.sum_s, count);
   }
-  cumulative += d.latency_counts.back();
-  out += fmt::format("walhook_attempt_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
-  out += fmt::format("walhook_attempt_duration_seconds_sum {}\nwalhook_attempt_duration_seconds_count {}\n",
-                     d.latency_sum_s, cumulative);
 
   header("walhook_endpoint_queued", "gauge", "Deliveries waiting in memory, per endpoint.");
   for (const auto& e : s.endpoints) out += fmt::format("walhook_endpoint_queued{{endpoint=\"{}\"}} {}\n", e.id, e.queued);
   header("walhook_endpoint_in_flight", "gauge", "Attempts in flight, per endpoint.");
   for (const auto& e : s.endpoints)
     out += fmt::format("walhook_endpoint_in_flight{{endpoint=\"{}\"}} {}\n", e.id, e.in_flight);
-  // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
-  header("walhook_endpoint_oldest_pending_age_seconds", "gauge",
-         "Age of the oldest event not yet delivered to the endpoint (persisted deliveries).");
+  // Counted by this process since it started (a standby's are its own: scrape both instances).
+  header("walhook_endpoint_attempts_total", "counter",
+         "Delivery attempts by this process, per endpoint and outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, "
+         "tls, ssrf, dns, network, protocol, cancelled, other). A series appears once non-zero: at most endpoints "
+         "x 13 classes; a removed endpoint's series go.");
   for (const auto& e : s.endpoints)
-    if (e.oldest_pending_age_s)
-      out += fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}} {}\n", e.id, *e.oldest_pending_age_s);
+    for (auto cls : delivery::all_outcome_classes)
+      if (auto n = e.counters.attempts[static_cast<std::size_t>(cls)])
+        out += fmt::format("walhook_endpoint_attempts_total{{endpoint=\"{}\",outcome=\"{}\"}} {}\n", e.id,
+                           delivery::to_string(cls), n);
+  header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
+  for (const auto& e : s.endpoints)
+    out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
+  header("walhook_endpoint_dead_total", "counter",
+         "Deliveries that ended dead, per endpoint, for any reason (attempts or time used up, a 4xx, payload too "
+         "large, endpoint removed, ...).");
+  for (const auto& e : s.endpoints)
+    out += fmt::format("walhook_endpoint_dead_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.dead);
+  // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
+  // Read from the database, so only the leader exports it (a standby would repeat the leader's).
+  if (s.streaming) {
+    header("walhook_endpoint_oldest_pending_age_seconds", "gauge",
+           "Age of the oldest event not yet delivered to the endpoint (persisted deliveries). Only the instance "
+           "that streams the slot exports it.");
+    for (const auto& e : s.endpoints)
+      if (e.oldest_pending_age_s)
+        out += fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}} {}\n", e.id,
+                           *e.oldest_pending_age_s);
+  }
+
+  header("walhook_build_info", "gauge", "Always 1; the labels say which walhook this is (version, git commit).");
+  out += fmt::format("walhook_build_info{{version=\"{}\",commit=\"{}\"}} 1\n", escape_label_value(s.version),
+                     escape_label_value(s.commit));
+  if (const auto& p = s.process) {
+    counter_d("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", p->cpu_seconds);
+    gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p->resident_bytes);
+    gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p->virtual_bytes);
+    gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+          p->start_time_seconds);
+    if (p->open_fds) gauge("process_open_fds", "Number of open file descriptors.", *p->open_fds);
+    if (p->max_fds) gauge("process_max_fds", "Maximum number of open file descriptors.", *p->max_fds);
+  }
   return out;
 }
 

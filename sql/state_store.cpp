@@ -550,7 +550,7 @@ asio::awaitable<boost::system::result<text_rows>> state_store::load_endpoints() 
 }
 
 asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, double>>>> state_store::oldest_pending() {
-  pg::params args{};
+  pg::params args{std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
   auto res = co_await impl_->read(statements::oldest_pending, std::move(args));
   if (!res) co_return res.error();
   std::vector<std::pair<std::int64_t, double>> out;

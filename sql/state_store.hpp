@@ -182,7 +182,8 @@ class state_store final : public store {
   boost::asio::awaitable<boost::system::result<text_rows>> load_endpoints();
   /// The slot's WAL retention; std::nullopt in the result if the slot does not exist.
   boost::asio::awaitable<boost::system::result<std::optional<slot_health>>> load_slot_health(const std::string& slot);
-  /// Per endpoint, seconds since the oldest event still waiting in walhook.deliveries was created.
+  /// Per endpoint of this shard in walhook.endpoints that has open (pending or sending) rows,
+  /// seconds since the oldest such event was created; one index probe per endpoint.
   boost::asio::awaitable<boost::system::result<std::vector<std::pair<std::int64_t, double>>>> oldest_pending();
 
  private:

@@ -568,3 +568,56 @@ TEST_CASE("dispatcher: a removal streamed while work is queued — one attempt e
   CHECK(f.transport.calls() == 2);
   (void)second;
 }
+
+TEST_CASE("dispatcher: per-endpoint counters — attempts by outcome class, delivered, dead for any reason; removal drops them") {
+  using delivery::outcome_class;
+  auto at = [](outcome_class c) { return static_cast<std::size_t>(c); };
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.admission.max_payload_bytes = 1000; });
+  f.add_endpoint(1);
+  f.add_endpoint(2);
+  f.transaction({1, 2});
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 3);
+  f.transport.answer(0, 200);
+  f.transport.answer(1, 503);
+  f.transport.fail(2, delivery::transport_errc::timeout);
+  f.run();
+  const auto& s = f.d->stats();
+  REQUIRE(s.endpoints.contains(1));
+  REQUIRE(s.endpoints.contains(2));
+  const auto& one = s.endpoints.at(1);
+  const auto& two = s.endpoints.at(2);
+  CHECK(one.attempts[at(outcome_class::success)] == 1);
+  CHECK(one.attempts[at(outcome_class::timeout)] == 1);
+  CHECK(one.attempts[at(outcome_class::server)] == 0);
+  CHECK(one.delivered == 1);
+  CHECK(two.attempts[at(outcome_class::server)] == 1);
+  CHECK(two.delivered == 0);
+  // The histogram is by class, across endpoints: one attempt each.
+  CHECK(s.latency[at(outcome_class::success)].count() == 1);
+  CHECK(s.latency[at(outcome_class::server)].count() == 1);
+  CHECK(s.latency[at(outcome_class::timeout)].count() == 1);
+  std::uint64_t all = 0;
+  for (const auto& h : s.latency) all += h.count();
+  CHECK(all == s.attempts);
+  // A death at admission (payload too large) counts for its endpoint too.
+  auto ev = std::make_shared<delivery::event>();
+  ev->id = "00000000-0000-0000-0000-00000000ffff";
+  ev->tenant_id = "t";
+  ev->type = "order.paid";
+  ev->created_at = format_iso8601(f.clock.system_now());
+  ev->payload = '"' + std::string(2000, 'x') + '"';
+  ev->body = delivery::make_body(*ev);
+  delivery::job big;
+  big.ev = ev;
+  big.endpoint_id = 2;
+  f.d->submit(std::move(big));
+  CHECK(f.d->stats().endpoints.at(2).dead == 1);
+  CHECK(f.d->stats().dead == 1);
+  // Removed from the directory: its counters (and so its series) go; the global totals stay.
+  f.d->endpoint_changed(*f.directory.remove(2));
+  CHECK_FALSE(f.d->stats().endpoints.contains(2));
+  CHECK(f.d->stats().dead == 1);
+  CHECK(f.d->stats().endpoints.contains(1));
+}
