@@ -261,7 +261,7 @@ int cmd_endpoint_remove(const std::string& database_url, long long id, bool forc
   }
   auto c = operations::remove(db, id);
   c.note.clear();  // the count says it
-  print_change(c, "open deliveries ended dead");
+  print_change(c, c.deliveries == 1 ? "open delivery ended dead" : "open deliveries ended dead");
   return 0;
 }
 

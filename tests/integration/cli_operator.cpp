@@ -19,6 +19,9 @@
 #include <map>
 #include <sstream>
 
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace walhook;
@@ -67,6 +70,43 @@ bool signed_by(const relay::received_request& r, const std::string& secret) {
   REQUIRE(key.has_value());
   const delivery::signing_key keys[] = {*key};
   return delivery::verify(keys, r.webhook_id, r.webhook_timestamp, r.body, r.webhook_signature);
+}
+
+/// Runs walhook on a pseudo-terminal, answers its question with `answer` once it is asked, and
+/// returns {exit code, everything it wrote}.
+std::pair<int, std::string> run_on_terminal(const std::vector<std::string>& args, const std::string& answer) {
+  std::vector<std::string> argv{test::walhook_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  std::string seen;
+  bool answered = false;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[512];
+    const auto n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO: the child closed the terminal
+    seen.append(buf, static_cast<std::size_t>(n));
+    if (!answered && seen.find("[y/N] ") != std::string::npos) {
+      const std::string line = answer + "\n";
+      REQUIRE(::write(master, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+      answered = true;
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), seen};
 }
 
 }  // namespace
@@ -195,6 +235,22 @@ TEST_CASE("endpoint remove: refuses without --force when pending deliveries woul
   pg::params id{std::to_string(ep)};
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "1");
   CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'", id) == "3");
+
+  // On a terminal it asks; anything but y keeps the endpoint.
+  const std::vector<std::string> remove{"endpoint", "remove", std::to_string(ep), "--database-url", s.url};
+  auto [declined, asked] = run_on_terminal(remove, "n");
+  CHECK(declined == 1);
+  CHECK(asked.find(fmt::format("endpoint {} has 3 pending deliveries; they end dead. Remove it? [y/N] ", ep)) != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "1");
+  long long confirmed_ep = test::add_endpoint(s.db, "t", s.rcv->url("/z"), delivery::generate_secret());
+  s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "
+            "VALUES ($1, gen_random_uuid(), 'pending', now(), now())",
+            pg::params{std::to_string(confirmed_ep)});
+  auto [confirmed, said] =
+      run_on_terminal({"endpoint", "remove", std::to_string(confirmed_ep), "--database-url", s.url}, "y");
+  CHECK(confirmed == 0);
+  CHECK(said.find(fmt::format("endpoint {}: removed; 1 open delivery ended dead", confirmed_ep)) != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(confirmed_ep)}) == "0");
 
   REQUIRE(s.cli({"endpoint", "remove", std::to_string(ep), "--force"}) == 0);
   CHECK(s.last_output == fmt::format("endpoint {}: removed; 3 open deliveries ended dead\n", ep));
