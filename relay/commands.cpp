@@ -136,8 +136,14 @@ int cmd_migrate(const migrate_args& a) {
   }
   const std::string slot_name = shard_slot(a.slot, a.shard);
   pg::params slot{slot_name};
-  auto exists = db.exec("SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", slot);
+  // Slot names are cluster-wide: one of another database is not walhook's here.
+  auto exists = db.exec("SELECT plugin, database, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
+                        slot);
   if (exists.rows() > 0) {
+    if (exists.value(0, 2) != "t")
+      throw cli_error(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
+                                  "give this database's walhook another --slot",
+                                  slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
     if (exists.value(0, 0) != "pgoutput")
       throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
     std::cout << "replication slot " << slot_name << " exists\n" << wal_keep_advice(db) << "\n";
