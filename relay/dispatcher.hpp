@@ -23,6 +23,7 @@
 #include "relay/decisions.hpp"
 #include "relay/endpoint_directory.hpp"
 #include "relay/lsn_tracker.hpp"
+#include "relay/notifications.hpp"
 #include "sql/store.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -48,6 +49,7 @@ struct dispatcher_options {
   std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
   admission_policy admission;
   outcome_policy outcomes;
+  notification_policy notifications;                  ///< where walhook's notifications go, their rate limits
   std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's capacity
   std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
   /// Bytes of events in memory (bodies and payloads, each event once) before reading the slot
@@ -68,6 +70,7 @@ struct dispatcher_stats {
   std::uint64_t claims = 0;             ///< claim queries that returned rows
   std::uint64_t marked_sending = 0;     ///< attempts recorded 'sending' after the hold bound
   std::uint64_t disabled_endpoints = 0;
+  std::uint64_t notifications = 0;      ///< outbox rows walhook published (relay/notifications.hpp)
   static constexpr std::array<double, 11> latency_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   std::array<std::uint64_t, latency_buckets.size() + 1> latency_counts{};  ///< attempt durations, last = +Inf
   double latency_sum_s = 0;
@@ -177,6 +180,8 @@ class dispatcher {
   /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
   void spill(delivery::job j, sql::delivery_outcome pending);
   void mark_sending(const std::shared_ptr<running>& r);
+  /// Queues the outbox rows of `n` (right behind the write that caused it: the same transaction).
+  void publish(const notice& n);
 
   void admit_job(delivery::job j);
   void admit_claimed(sql::claimed_delivery c);
@@ -201,6 +206,7 @@ class dispatcher {
   delivery::event_budget events_;
   delivery::scheduler sched_;
   backlog_controller backlog_;
+  notifier notifier_;
   task_group attempts_;
   wake_signal claims_wake_;
   std::mt19937_64 rng_;

@@ -9,10 +9,12 @@ WITH removed AS (
     FROM walhook.endpoints_removed
    ORDER BY id, removal_id
 )
-SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering FROM removed
+SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
+       NULL::bigint AS contact_endpoint_id FROM removed
  WHERE $1::int <= 1 OR (hashtext(tenant_id) & 2147483647) % $1::int = $2::int
 UNION ALL
-SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering
+SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering,
+       e.contact_endpoint_id
   FROM walhook.endpoints e
  WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = e.id)
    AND ($1::int <= 1 OR (hashtext(e.tenant_id) & 2147483647) % $1::int = $2::int)
