@@ -1,7 +1,8 @@
 -- Every endpoint as of the slot's position, with the columns walhook follows (the same names as
 -- in the replication stream): the live rows, except that an endpoint removed by a transaction the
 -- slot has not streamed yet is still the row it was before (the oldest copy kept for it): the
--- slot replays events committed before the removal, and the removal itself, in order.
+-- slot replays events committed before the removal, and the removal itself, in order. (A copy
+-- has no contact endpoint: walhook announces nothing to a removed endpoint's contact.)
 -- $1, $2: shard count and index (relay/shard.hpp; count <= 1: every endpoint), the endpoints of
 -- this shard's tenants only.
 WITH removed AS (
