@@ -23,6 +23,9 @@ struct event {
   std::optional<std::string> merge_key;
   std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte
   lsn commit_lsn;          ///< end LSN of the committing transaction (merge order); invalid if unknown
+  /// outbox.endpoint_id (migration 006): the direct route — only this endpoint gets the event
+  /// (if it is of the event's tenant), whatever its event types. Empty: by tenant and type.
+  std::optional<std::int64_t> endpoint_id;
   std::string body;       ///< the request body, built once: {"id","type","timestamp","data"}
 };
 

@@ -16,7 +16,9 @@ class transport_category_impl final : public boost::system::error_category {
       case transport_errc::resolve_failed:
         return "DNS resolution of the endpoint host failed";
       case transport_errc::address_blocked:
-        return "every resolved address is private, loopback, link-local or reserved (SSRF guard)";
+        // Named with its way out: a new user's localhost endpoint hits this first.
+        return "address blocked by the SSRF guard: every resolved address is loopback, private, link-local or "
+               "reserved (walhook run --allow-private-networks allows them)";
       case transport_errc::connect_failed:
         return "no resolved address accepted a TCP connection";
       case transport_errc::tls_failed:

@@ -668,7 +668,7 @@ int cmd_events(const events_args& a) {
 
 namespace {
 
-void preflight(const run_options& o) {
+void preflight(run_options& o) {
   blocking_db db(o.database_url);
   auto level = db.exec("SELECT current_setting('wal_level')");
   if (level.value(0, 0) != "logical")
@@ -709,6 +709,21 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
                 ELSE has_column_privilege(v.tab, v.col, v.privilege) END)sql");
   if (!missing.is_null(0, 0))
     throw cli_error(fmt::format("{}: {}", missing_privileges, missing.value(0, 0)));
+  // Notifications are outbox rows walhook inserts itself (migration 006 grants the columns).
+  auto publish = db.exec(R"sql(
+SELECT string_agg('INSERT on walhook.outbox (' || c || ')', ', ' ORDER BY c)
+  FROM unnest(ARRAY['tenant_id', 'event_type', 'aggregate_id', 'merge_key', 'payload', 'endpoint_id']) AS c
+ WHERE NOT has_column_privilege('walhook.outbox', c, 'INSERT'))sql");
+  if (!publish.is_null(0, 0)) {
+    if (!o.operator_tenant.empty())
+      throw cli_error(fmt::format("{}: {} (walhook publishes its notifications to --operator-tenant \"{}\"; "
+                                  "--operator-tenant \"\" turns them off)",
+                                  missing_privileges, publish.value(0, 0), o.operator_tenant));
+    log::warn("preflight.notifications_off",
+              {{"missing", std::string(publish.value(0, 0))},
+               {"note", "walhook may not insert into walhook.outbox: no notification goes to contact endpoints"}});
+    o.contact_notifications = false;
+  }
   // A walhook of another layout would deliver a second time what the current shards deliver.
   auto layout = db.exec("SELECT coalesce((SELECT shards FROM walhook.shard_layout), 1)");
   if (std::stoi(std::string(layout.value(0, 0))) != o.shard.count)

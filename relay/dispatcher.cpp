@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "delivery/signing.hpp"
+#include "delivery/url.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -105,6 +106,7 @@ dispatcher::dispatcher(asio::any_io_executor ex, dispatcher_options options, end
       hooks_(std::move(h)),
       sched_(options_.limits),
       backlog_(backlog_policy_of(options_)),
+      notifier_(options_.notifications),
       attempts_(ex),
       claims_wake_(ex),
       rng_(options_.seed ? options_.seed : std::random_device{}()) {}
@@ -145,11 +147,15 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
     backlog_.pending_queued(j.endpoint_id);
     ++stats_.spilled;
   }
+  std::optional<notice> dead_notice;
   if (record.status == sql::delivery_status::dead) {
     ++stats_.dead;
     if (auto* c = counters_of(j.endpoint_id)) ++c->dead;
     log::warn("delivery.dead",
               {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", record.last_error.value_or("")}});
+    // A removed endpoint's work ending dead is the removal's doing, not news.
+    if (const endpoint* ep = directory_.find(j.endpoint_id); ep && !ep->retired)
+      dead_notice = notifier_.dead(*ep, j.ev->id, record, is_notification_type(j.ev->type), clock_.steady_now());
   }
   auto durable = [this, ticket = j.ticket, id = j.endpoint_id, pending, owned, key = key_of(j)] {
     if (ticket) {
@@ -169,6 +175,17 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
   } else {
     store_.enqueue(upsert_of(j, std::move(record)), std::move(durable));
   }
+  if (dead_notice) publish(*dead_notice);
+}
+
+void dispatcher::publish(const notice& n) {
+  const endpoint* contact = nullptr;
+  if (options_.notifications.contacts && n.contact_endpoint_id) contact = directory_.find(*n.contact_endpoint_id);
+  auto rows = rows_of(n, options_.notifications.operator_tenant, contact);
+  log::debug("notification.published",
+             {{"type", n.type}, {"endpoint_id", n.endpoint_id}, {"rows", static_cast<std::uint64_t>(rows.size())}});
+  stats_.notifications += rows.size();
+  for (auto& row : rows) store_.enqueue(std::move(row));
 }
 
 void dispatcher::apply(job j, const admission& a) {
@@ -181,6 +198,20 @@ void dispatcher::apply(job j, const admission& a) {
 
 void dispatcher::apply(job j, const decision& d) {
   const std::int64_t id = j.endpoint_id;
+  const auto before = directory_.health(id);
+  const endpoint* current = directory_.find(id);
+  const bool disabling = d.disable && current && current->status != endpoint_status::disabled;
+  notifier::attempt_notices notices;
+  if (current)
+    notices = notifier_.after_attempt(*current, before, d, disabling, is_notification_type(j.ev->type), clock_.steady_now());
+  // The first failure of a streak is worth a warning (rate-limited like its notification): a
+  // localhost endpoint without --allow-private-networks must not fail silently until the pause.
+  if (notices.log_failing)
+    log::warn("endpoint.failing", {{"endpoint_id", id},
+                                   {"url", current ? delivery::redact_url(current->url) : std::string()},
+                                   {"event_id", j.ev->id},
+                                   {"status", static_cast<std::int64_t>(d.last_status.value_or(0))},
+                                   {"error", d.last_error.value_or("")}});
   directory_.set_health(id, d.breaker);
   if (d.result == verdict::delivered) {
     ++stats_.delivered;
@@ -207,6 +238,7 @@ void dispatcher::apply(job j, const decision& d) {
     h.disabled_reason = d.disable;
     store_.enqueue(std::move(h));
   }
+  for (const auto& n : notices.notices) publish(n);
   if (d.what == fate::write) write(std::move(j), d.record);
   else release(j);
   if (d.recovered) log::info("endpoint.recovered", {{"endpoint_id", id}});
@@ -326,6 +358,7 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
     }
     backlog_.forget(c.id);
     stats_.endpoints.erase(c.id);  // its /metrics series go with it (bounded by the directory)
+    notifier_.forget(c.id);
     log::info("endpoint.removed", {{"endpoint_id", c.id}});
     return;
   }
@@ -584,6 +617,7 @@ void dispatcher::sweep() {
     spill(j, spill_record(j, sys_now));
   }
   for (auto id : whole) spill_queue(id, std::nullopt, {});
+  for (const auto& n : notifier_.due(now)) publish(n);  // dead deliveries counted meanwhile
   if (!removals_.empty()) finish_removals();
   if (hooks_.room && sched_.full_endpoints().empty()) hooks_.room();
 }

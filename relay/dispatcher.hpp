@@ -24,6 +24,7 @@
 #include "relay/decisions.hpp"
 #include "relay/endpoint_directory.hpp"
 #include "relay/lsn_tracker.hpp"
+#include "relay/notifications.hpp"
 #include "sql/store.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -49,6 +50,7 @@ struct dispatcher_options {
   std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
   admission_policy admission;
   outcome_policy outcomes;
+  notification_policy notifications;                  ///< where walhook's notifications go, their rate limits
   std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's capacity
   std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
   /// Bytes of events in memory (bodies and payloads, each event once) before reading the slot
@@ -91,6 +93,7 @@ struct dispatcher_stats {
   std::array<latency_histogram, delivery::all_outcome_classes.size()> latency{};
   /// Per endpoint in the directory (only those that had an attempt or a delivery ended).
   std::map<std::int64_t, endpoint_counters> endpoints;
+  std::uint64_t notifications = 0;      ///< outbox rows walhook published (relay/notifications.hpp)
 };
 
 class dispatcher {
@@ -202,6 +205,8 @@ class dispatcher {
                      steady_time::duration took);
   /// The endpoint's counters if it is (still) in the directory; nullptr otherwise.
   endpoint_counters* counters_of(std::int64_t endpoint_id);
+  /// Queues the outbox rows of `n` (right behind the write that caused it: the same transaction).
+  void publish(const notice& n);
 
   void admit_job(delivery::job j);
   void admit_claimed(sql::claimed_delivery c);
@@ -226,6 +231,7 @@ class dispatcher {
   delivery::event_budget events_;
   delivery::scheduler sched_;
   backlog_controller backlog_;
+  notifier notifier_;
   task_group attempts_;
   wake_signal claims_wake_;
   std::mt19937_64 rng_;

@@ -88,8 +88,14 @@ std::vector<std::int64_t> endpoint_directory::ids() const {
   return out;
 }
 
-std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, std::string_view event_type) const {
+std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, std::string_view event_type,
+                                                    std::optional<std::int64_t> direct) const {
   std::vector<std::int64_t> out;
+  if (direct) {
+    // Tenants never cross (docs/architecture.md, Invariants, 8), whoever wrote the row.
+    if (const endpoint* e = find(*direct); e && !e->retired && e->tenant_id == tenant_id) out.push_back(*direct);
+    return out;
+  }
   auto t = tenants_.find(std::string(tenant_id));
   if (t == tenants_.end()) return out;
   for (std::int64_t id : t->second) {

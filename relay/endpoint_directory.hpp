@@ -46,8 +46,10 @@ class endpoint_directory {
   std::vector<std::int64_t> ids() const;
 
   /// The router (docs/architecture.md, Data flow): ids of the endpoints of `tenant_id` subscribed to `event_type`,
-  /// in the order they were added.
-  std::vector<std::int64_t> route(std::string_view tenant_id, std::string_view event_type) const;
+  /// in the order they were added. With `direct` (outbox.endpoint_id, migration 006): that
+  /// endpoint only, if it is known, not retired and of `tenant_id`, whatever its event types.
+  std::vector<std::int64_t> route(std::string_view tenant_id, std::string_view event_type,
+                                  std::optional<std::int64_t> direct = std::nullopt) const;
 
   /// The breaker state of an endpoint (closed if none was recorded).
   delivery::breaker_state health(std::int64_t id) const;

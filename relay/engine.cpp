@@ -82,6 +82,8 @@ dispatcher_options dispatcher_options_of(const run_options& o) {
   d.outcomes.retry = o.retry;
   d.outcomes.breaker = o.breaker;
   d.outcomes.record_successes = o.record == record_mode::all;
+  d.notifications.operator_tenant = o.operator_tenant;
+  d.notifications.contacts = o.contact_notifications;
   return d;
 }
 

@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   c_run->add_option("--admin-listen", run.admin_listen,
                     "Serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT, e.g. 127.0.0.1:9187");
+  c_run->add_option("--operator-tenant", run.operator_tenant,
+                    "Tenant walhook publishes its notifications to (walhook.endpoint.*, walhook.delivery.dead); "
+                    "\"\" = none (contact endpoints still get theirs)")
+      ->capture_default_str();
   c_run->add_option("--instance-name", run.instance_name, "Name shown to standbys and in pg_stat_activity (default host:pid)");
 
   // endpoint

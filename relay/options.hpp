@@ -53,6 +53,13 @@ struct run_options {
   std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
   std::chrono::milliseconds reconnect_max{500};        ///< cap of the reconnect backoff (PostgreSQL down)
 
+  /// --operator-tenant: walhook's notifications (walhook.endpoint.*, walhook.delivery.dead; README
+  /// "Notifications") are published to this tenant; "" = not to any tenant.
+  std::string operator_tenant = "walhook-operator";
+  /// Notifications to endpoints' contact endpoints too; preflight turns them off when the role
+  /// may not insert into walhook.outbox and --operator-tenant is "".
+  bool contact_notifications = true;
+
   std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid
   /// Where the engine, the stream, the state store and the HTTP pools read the time (tests

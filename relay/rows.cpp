@@ -50,6 +50,16 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   ev.aggregate_id = row.text("aggregate_id");
   ev.merge_key = row.text("merge_key");
   ev.commit_lsn = commit_lsn;
+  // Absent from a Relation of an older schema (before migration 006): no direct route.
+  if (auto direct = row.text("endpoint_id")) {
+    std::int64_t id = 0;
+    auto [p, ec] = std::from_chars(direct->data(), direct->data() + direct->size(), id);
+    if (ec != std::errc{} || p != direct->data() + direct->size()) {
+      why = "outbox row with an endpoint_id that is not a number";
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    ev.endpoint_id = id;
+  }
   if (created) {
     auto iso = pg_timestamptz_to_iso8601(*created, &why);
     if (!iso) {
@@ -147,6 +157,11 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
     else e.status = endpoint_status::active;
   });
   take("ordering", [&](auto s) { e.aggregate_ordering = s && *s == "aggregate"; });
+  take("contact_endpoint_id", [&](auto s) {
+    std::int64_t id = 0;
+    if (s && std::from_chars(s->data(), s->data() + s->size(), id).ec == std::errc{}) e.contact_endpoint_id = id;
+    else e.contact_endpoint_id.reset();
+  });
   if (!missing.empty()) {
     if (why) *why = "column " + missing + " is unchanged in the stream and walhook has no earlier value of it";
     return std::make_error_code(std::errc::invalid_argument);

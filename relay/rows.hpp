@@ -40,7 +40,9 @@ wal::pgoutput::relation relation_of_columns(const std::vector<std::string>& colu
 wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>& row);
 
 /// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
-/// carry no detail; `why` says what is wrong (missing id, tenant, type or payload). A created_at
+/// carry no detail; `why` says what is wrong (missing id, tenant, type or payload, an
+/// endpoint_id that is not a number). endpoint_id (the direct route) absent — a Relation of a
+/// schema before migration 006 — is NULL. A created_at
 /// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back
 /// with created_at as PostgreSQL printed it, no body, and the reason in `why` — the caller
 /// records its deliveries dead.
@@ -62,6 +64,9 @@ struct endpoint {
   int max_concurrency = 4;
   endpoint_status status = endpoint_status::active;
   bool aggregate_ordering = false;
+  /// walhook.endpoints.contact_endpoint_id (migration 006): the endpoint walhook's notifications
+  /// about this one go to (relay/notifications.hpp); empty: none.
+  std::optional<std::int64_t> contact_endpoint_id;
   std::string config_error;  ///< non-empty: URL or secret unusable
   /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
   /// work routed before the removal gets one attempt each — a failure ends dead, never retried.

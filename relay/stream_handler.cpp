@@ -56,7 +56,7 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
     log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
   auto shared = deliveries_.track(std::move(*ev));
-  const auto routes = directory_.route(shared->tenant_id, shared->type);
+  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id);
   for (std::int64_t id : routes) {
     delivery::job j;
     j.ev = shared;

@@ -49,11 +49,12 @@ bool is_mergeable(const upsert_delivery& u) { return u.merge_key && u.outcome.st
 }  // namespace
 
 std::vector<pg::statement> build_batch(std::span<const write> writes) {
-  json_writer upserts, updates, health;
+  json_writer upserts, updates, health, published;
   upserts.begin_array();
   updates.begin_array();
   health.begin_array();
-  bool any_upsert = false, any_update = false;
+  published.begin_array();
+  bool any_upsert = false, any_update = false, any_published = false;
   // The last health write per endpoint, the highest progress per (slot, system, timeline).
   std::map<std::int64_t, const health_write*> latest_health;
   std::map<std::tuple<std::string, std::string, int>, std::pair<lsn, std::optional<std::string>>> latest_progress;
@@ -109,6 +110,19 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
       if (p->delivered_snapshot) snapshot = p->delivered_snapshot;  // queued later: taken later
     } else if (const auto* r = std::get_if<removal_streamed>(&writes[i])) {
       removals.push_back(r);
+    } else if (const auto* e = std::get_if<publish_event>(&writes[i])) {
+      any_published = true;
+      published.begin_object()
+          .field("ord", ord)
+          .field("tenant_id", e->tenant_id)
+          .field("event_type", e->event_type)
+          .field("aggregate_id", e->aggregate_id)
+          .field("merge_key", e->merge_key);
+      published.key("payload").raw(e->payload);
+      published.key("endpoint_id");
+      if (e->endpoint_id) published.number(*e->endpoint_id);
+      else published.null();
+      published.end_object();
     }
   }
   std::string disable = "{";
@@ -133,6 +147,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   upserts.end_array();
   updates.end_array();
   health.end_array();
+  published.end_array();
 
   // One implicit transaction: everything up to the pipeline's sync commits or none of it does.
   std::vector<pg::statement> out;
@@ -140,6 +155,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   if (any_update) out.push_back({std::string(statements::update_deliveries), {updates.take()}});
   if (!latest_health.empty()) out.push_back({std::string(statements::write_health), {health.take()}});
   if (disable.size() > 2) out.push_back({std::string(statements::disable_endpoints), {disable}});
+  if (any_published) out.push_back({std::string(statements::publish_events), {published.take()}});
   for (const auto* r : removals) {
     auto id = r->endpoint_id ? std::optional<std::string>(std::to_string(*r->endpoint_id)) : std::nullopt;
     out.push_back({std::string(statements::await_removal), {id}});

@@ -54,6 +54,7 @@ GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies o
 GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfills after a slot loss (migration 005)
 GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
 GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walhook reshard)
+GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;  -- notifications (migration 006)
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
 GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;

@@ -91,6 +91,7 @@ std::string describe(const write& w) {
                      : "delivery of event " + d->key.event_id + " to endpoint " + std::to_string(d->key.endpoint_id);
   if (const auto* h = std::get_if<health_write>(&w)) return "health of endpoint " + std::to_string(h->endpoint_id);
   if (std::holds_alternative<removal_streamed>(w)) return "copy of a removed endpoint";
+  if (const auto* e = std::get_if<publish_event>(&w)) return "event " + e->event_type + " published by walhook";
   return "slot progress";
 }
 
@@ -123,6 +124,9 @@ struct state_store::impl {
 
   void take_batch() {
     std::size_t n = std::min(queue.size(), options.max_batch);
+    // An event walhook publishes commits with the write queued before it (the health write that
+    // caused it): the batch never ends between them.
+    while (n < queue.size() && std::holds_alternative<publish_event>(queue[n])) ++n;
     for (std::size_t i = 0; i < n; ++i) {
       batch.push_back(std::move(queue.front()));
       batch_callbacks.push_back(std::move(callbacks.front()));
@@ -207,6 +211,15 @@ asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
       // Any other refusal is the database's state (read-only, permissions, a missing table, disk
       // full) — unless the next write goes through: then it is this row's alone (an operator's
       // trigger raising some other SQLSTATE, say), and it is treated as refused for its data.
+      // An event walhook publishes holds no LSN ticket: one refused for any reason (a role
+      // without INSERT on walhook.outbox, say) is given up, so announcing never stops delivering.
+      if (std::holds_alternative<publish_event>(batch.front())) {
+        log::error("state_store.write_given_up",
+                   {{"write", describe(batch.front())}, {"error", error}, {"sqlstate", sqlstate}});
+        ++given_up;
+        committed(1);
+        break;
+      }
       if (!is_data_error(sqlstate) && !(batch.size() > 1 && co_await commit_second())) co_return res.error();
       if (tries == 0 && sqlstate.starts_with("22") && strip_free_text(batch.front())) continue;
       if (make_dead(batch.front(), error)) {

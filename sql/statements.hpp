@@ -12,6 +12,7 @@ extern const std::string_view upsert_deliveries;   ///< $1 jsonb rows
 extern const std::string_view update_deliveries;   ///< $1 jsonb rows (by id or by endpoint + event)
 extern const std::string_view write_health;        ///< $1 jsonb rows
 extern const std::string_view disable_endpoints;   ///< $1 bigint[]
+extern const std::string_view publish_events;      ///< $1 jsonb outbox rows
 extern const std::string_view record_progress;     ///< $1 slot, $2 system id, $3 LSN, $4 snapshot or NULL, $5 timeline
 extern const std::string_view await_removal;            ///< $1 endpoint id or NULL
 extern const std::string_view forget_removed_endpoint;  ///< $1 endpoint id or NULL, $2 xid (32-bit)

@@ -110,7 +110,24 @@ struct removal_streamed {
   std::uint32_t xid = 0;
 };
 
+/// An event walhook publishes itself (its notifications, relay/notifications.hpp): a row inserted
+/// into walhook.outbox in the batch's transaction — with the health write that caused it, when
+/// queued right after one — so it comes back through the slot and is routed, delivered, signed,
+/// retried and merged like any event. It holds no LSN ticket: one the server refuses is given up
+/// (logged), never retried ahead of the delivery state queued behind it.
+struct publish_event {
+  std::string tenant_id;
+  std::string event_type;
+  std::optional<std::string> aggregate_id;
+  std::optional<std::string> merge_key;
+  std::string payload;  ///< JSON text (outbox.payload, jsonb)
+  /// outbox.endpoint_id (migration 006): routed to this endpoint only (direct route); empty:
+  /// routed by tenant and event type.
+  std::optional<std::int64_t> endpoint_id;
+  bool operator==(const publish_event&) const = default;
+};
+
 /// Any write the state store takes.
-using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write, removal_streamed>;
+using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write, removal_streamed, publish_event>;
 
 }  // namespace walhook::sql

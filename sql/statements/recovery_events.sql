@@ -1,4 +1,5 @@
--- The outbox rows $1 (uuid[]) in insertion order, with the columns the stream sends (text).
+-- The outbox rows $1 (uuid[]) in insertion order, with the columns the stream sends (text);
+-- endpoint_id too, so a backfilled direct route (a notification) goes where it went.
 SELECT id::text AS id, tenant_id, event_type, aggregate_id, merge_key, payload::text AS payload,
-       created_at::text AS created_at
+       created_at::text AS created_at, endpoint_id::text AS endpoint_id
   FROM walhook.outbox WHERE id = ANY ($1::uuid[]) ORDER BY seq

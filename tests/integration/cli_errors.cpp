@@ -132,6 +132,18 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
   pg::params p{"t", "x", "{}"};
   std::string id = test::query_value(app, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
   CHECK(test::eventually([&] { return rcv->count("/a") == 1; }, std::chrono::seconds(20)));
+  // walhook_relay publishes its notifications (an outbox INSERT of its own: sql/roles.sql grants it).
+  relay::receiver_behaviour down;
+  down.status = 503;
+  rcv->set_behaviour("/down", down);
+  REQUIRE(run_cli({"endpoint", "add", "--database-url", as("walhook_admin"), "--tenant", "u", "--url", rcv->url("/down")}).code == 0);
+  pg::params q{"u", "x", "{}"};
+  test::query_value(app, "SELECT walhook.publish($1, $2, $3::jsonb)", q);
+  relay::blocking_db admin(as("walhook_admin"));
+  CHECK(test::eventually([&] {
+    return test::query_value(admin, "SELECT count(*) FROM walhook.outbox WHERE event_type = 'walhook.endpoint.failing'") == "1";
+  }, std::chrono::seconds(20)));
+  CHECK(relay.count_in_log("state_store.write_given_up") == 0);
   CHECK_THROWS(app.exec("SELECT * FROM walhook.deliveries"));  // the application sees nothing else
   auto status = run_cli({"status", "--database-url", as("walhook_admin")});
   CHECK(status.code == 0);

@@ -78,7 +78,7 @@ void restart_under_load(const std::string& mode) {
   // was lost in the restart) must be delivered to both healthy endpoints.
   relay::blocking_db db(url);
   std::set<std::string> ids;
-  auto rows = db.exec("SELECT id FROM walhook.outbox");
+  auto rows = db.exec("SELECT id FROM walhook.outbox WHERE event_type NOT LIKE 'walhook.%'");  // not walhook's notices
   for (int i = 0; i < rows.rows(); ++i) ids.insert(std::string(rows.value(i, 0)));
   CHECK(ids.size() >= 3000);
   std::size_t received_ok = 0;

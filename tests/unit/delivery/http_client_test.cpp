@@ -600,6 +600,8 @@ TEST_CASE("http_client: the SSRF guard refuses loopback unless allow_private_net
     const auto literal = co_await f.post();
     REQUIRE(literal.has_error());
     CHECK(literal.error() == transport_errc::address_blocked);
+    // The reason a delivery records names the way out.
+    CHECK(literal.error().message().find("walhook run --allow-private-networks") != std::string::npos);
 
     auto by_name = f.target();
     by_name.host = "localhost";  // the guard applies after resolution

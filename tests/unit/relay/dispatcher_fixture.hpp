@@ -28,6 +28,8 @@ struct dispatcher_fixture {
     log::set_level(log::level::error);
     options.seed = 42;
     options.outcomes.retry.backoff_base = std::chrono::seconds{30};
+    // Tests that count writes see no notifications; those about notifications name a tenant.
+    options.notifications.operator_tenant = "";
     if (tweak) tweak(options);
     d = std::make_unique<relay::dispatcher>(ioc.get_executor(), options, directory, tracker, store, transport, clock,
                                             relay::dispatcher::hooks{[this] { ++released; }, [this] { ++room; }});

@@ -621,3 +621,89 @@ TEST_CASE("dispatcher: per-endpoint counters — attempts by outcome class, deli
   CHECK(f.d->stats().dead == 1);
   CHECK(f.d->stats().endpoints.contains(1));
 }
+
+// ------------------------------------------------------------------ notifications (issue 11)
+
+namespace {
+std::vector<sql::publish_event> published(const test::fake_store& s) { return s.queued_of<sql::publish_event>(); }
+}  // namespace
+
+TEST_CASE("dispatcher: a disable is announced in its health write's batch — to the operator tenant and the contact endpoint") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) { o.notifications.operator_tenant = "ops"; });
+  f.add_endpoint(2, 1, false, "t");  // the customer's technical contact
+  auto e = *f.directory.find(2);
+  e.id = 1;
+  e.contact_endpoint_id = 2;
+  f.apply(std::move(e));
+  f.transaction({1});
+  f.run();
+  f.transport.answer(0, 410);
+  f.run();
+  // Right behind the health write that disables it: one transaction.
+  std::size_t health_at = f.store.queued.size();
+  for (std::size_t i = 0; i < f.store.queued.size(); ++i)
+    if (std::holds_alternative<sql::health_write>(f.store.queued[i].first)) health_at = i;
+  REQUIRE(health_at + 2 < f.store.queued.size());
+  const auto* op = std::get_if<sql::publish_event>(&f.store.queued[health_at + 1].first);
+  const auto* direct = std::get_if<sql::publish_event>(&f.store.queued[health_at + 2].first);
+  REQUIRE(op);
+  REQUIRE(direct);
+  CHECK(op->event_type == "walhook.endpoint.disabled");
+  CHECK(op->tenant_id == "ops");
+  CHECK_FALSE(op->endpoint_id);
+  CHECK(direct->event_type == "walhook.endpoint.disabled");
+  CHECK(direct->tenant_id == "t");
+  CHECK(direct->endpoint_id == 2);
+  CHECK(direct->payload.find(f.directory.find(1)->secret) == std::string::npos);
+  // The dead delivery is announced too (both ways); nothing else.
+  std::vector<std::string> all;
+  for (const auto& p : published(f.store)) all.push_back(p.event_type);
+  CHECK(all == std::vector<std::string>{"walhook.endpoint.disabled", "walhook.endpoint.disabled", "walhook.delivery.dead",
+                                        "walhook.delivery.dead"});
+  CHECK(f.d->stats().notifications == 4);
+}
+
+TEST_CASE("dispatcher: deliveries of walhook.* events never notify; dead ones are counted and summed once a minute") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) {
+    o.notifications.operator_tenant = "ops";
+    o.outcomes.retry.max_attempts = 1;  // every failure ends dead
+  });
+  f.add_endpoint(1);
+  auto send = [&](std::string type) {
+    auto ev = std::make_shared<delivery::event>();
+    ev->id = fmt::format("00000000-0000-0000-0000-{:012}", ++f.events);
+    ev->tenant_id = "t";
+    ev->type = std::move(type);
+    ev->created_at = format_iso8601(f.clock.system_now());
+    ev->payload = "{}";
+    ev->body = delivery::make_body(*ev);
+    delivery::job j;
+    j.ev = ev;
+    j.endpoint_id = 1;
+    f.d->submit(std::move(j));
+    f.run();
+    f.transport.answer(f.transport.calls() - 1, 500);
+    f.run();
+  };
+  // An operator endpoint failing on walhook's own events: no notification at all.
+  for (int i = 0; i < 5; ++i) send("walhook.endpoint.paused");
+  CHECK(published(f.store).empty());
+  CHECK(f.d->stats().dead == 5);
+  // Customer events ending dead: the first at once, the next ones counted.
+  f.d->wake(1, true);  // a fresh streak
+  send("order.paid");
+  auto first = published(f.store);
+  std::vector<std::string> types;
+  for (const auto& p : first) types.push_back(p.event_type);
+  CHECK(types == std::vector<std::string>{"walhook.endpoint.failing", "walhook.delivery.dead"});
+  for (int i = 0; i < 3; ++i) send("order.paid");
+  CHECK(published(f.store).size() == 2);
+  f.d->sweep();
+  CHECK(published(f.store).size() == 2);  // within the minute
+  f.clock.advance(std::chrono::seconds{61});
+  f.d->sweep();
+  auto after = published(f.store);
+  REQUIRE(after.size() == 3);
+  CHECK(after[2].event_type == "walhook.delivery.dead");
+  CHECK(after[2].payload.find(R"("dead_count":3)") != std::string::npos);
+}

@@ -117,3 +117,17 @@ TEST_CASE("endpoint_directory: breaker state per endpoint, closed by default, re
   CHECK(d.reset_health(9));
   CHECK_FALSE(d.reset_health(9));
 }
+
+TEST_CASE("endpoint_directory: a direct route (outbox.endpoint_id) is that endpoint only, if live and of the tenant") {
+  endpoint_directory d;
+  d.apply(make(1, "acme", std::vector<std::string>{"order.paid"}));
+  d.apply(make(2, "acme"));
+  d.apply(make(3, "other"));
+  // Whatever its event types; never the tenant's other endpoints.
+  CHECK(d.route("acme", "walhook.endpoint.disabled", 1) == std::vector<std::int64_t>{1});
+  CHECK(d.route("acme", "order.paid", 2) == std::vector<std::int64_t>{2});
+  CHECK(d.route("acme", "x", 3).empty());   // another tenant's endpoint
+  CHECK(d.route("acme", "x", 99).empty());  // unknown
+  REQUIRE(d.retire(2));
+  CHECK(d.route("acme", "x", 2).empty());   // removed in the stream
+}

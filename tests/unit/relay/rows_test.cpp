@@ -508,3 +508,42 @@ TEST_CASE("event_from_row: an empty tenant or type string is still a value") {
   REQUIRE(ev.has_value());
   CHECK(ev->tenant_id.empty());
 }
+
+TEST_CASE("event_from_row: outbox.endpoint_id is the direct route; absent (an older Relation) or NULL is none") {
+  auto columns = std::vector<std::string>{"id", "tenant_id", "event_type", "payload", "created_at", "endpoint_id"};
+  const auto rel = make_relation("outbox", columns);
+  const auto old_rel = make_relation("outbox", {"id", "tenant_id", "event_type", "payload", "created_at"});
+  auto tuple = [&](pgo::tuple_value endpoint) {
+    return pgo::tuple{text(event_id), text("t"), text("walhook.endpoint.failing"), text("{}"),
+                      text("2026-11-30 03:23:51+00"), std::move(endpoint)};
+  };
+  std::string why;
+  auto direct = tuple(text("42"));
+  auto ev = event_from_row(row_view(rel, direct), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK(ev->endpoint_id == 42);
+  auto none = tuple(null());
+  ev = event_from_row(row_view(rel, none), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK_FALSE(ev->endpoint_id);
+  pgo::tuple older{text(event_id), text("t"), text("x"), text("{}"), text("2026-11-30 03:23:51+00")};
+  ev = event_from_row(row_view(old_rel, older), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK_FALSE(ev->endpoint_id);
+  auto bad = tuple(text("4x"));
+  CHECK_FALSE(event_from_row(row_view(rel, bad), walhook::lsn{}, why).has_value());
+  CHECK(why.find("endpoint_id") != std::string::npos);
+}
+
+TEST_CASE("endpoint_from_row: contact_endpoint_id") {
+  auto columns = std::vector<std::string>{"id", "tenant_id", "url", "secret", "contact_endpoint_id"};
+  const auto rel = make_relation("endpoints", columns);
+  pgo::tuple with{text("7"), text("t"), text("https://h.example/"), text(std::string(secret_a)), text("9")};
+  auto e = endpoint_from_row(row_view(rel, with), nullptr);
+  REQUIRE(e.has_value());
+  CHECK(e->contact_endpoint_id == 9);
+  pgo::tuple cleared{text("7"), text("t"), text("https://h.example/"), text(std::string(secret_a)), null()};
+  e = endpoint_from_row(row_view(rel, cleared), &*e);
+  REQUIRE(e.has_value());
+  CHECK_FALSE(e->contact_endpoint_id);
+}

@@ -205,3 +205,25 @@ TEST_CASE("build_batch: due times and pauses travel as delays, never as walhook'
   CHECK(rows_of(st[1], "paused_for_ms") == std::vector<std::string>{"60000"});
   CHECK(st[0].args[0]->find("next_attempt_at") == std::string::npos);
 }
+
+TEST_CASE("build_batch: events walhook publishes are one outbox insert, after health and disable, in queue order") {
+  publish_event a{.tenant_id = "walhook-operator", .event_type = "walhook.endpoint.disabled", .aggregate_id = "walhook.endpoint:3",
+                  .merge_key = std::nullopt, .payload = R"({"endpoint_id":3})", .endpoint_id = std::nullopt};
+  publish_event b{.tenant_id = "acme", .event_type = "walhook.endpoint.disabled", .aggregate_id = "walhook.endpoint:3",
+                  .merge_key = std::nullopt, .payload = R"({"endpoint_id":3})", .endpoint_id = 5};
+  health_write h = health(3, 1);
+  h.disable = true;
+  std::vector<sql::write> writes{h, a, b};
+  auto statements = build_batch(writes);
+  REQUIRE(statements.size() == 3);
+  CHECK(statements[0].sql == statements::write_health);
+  CHECK(statements[1].sql == statements::disable_endpoints);
+  CHECK(statements[2].sql == statements::publish_events);
+  CHECK(rows_of(statements[2], "tenant_id") == std::vector<std::string>{"walhook-operator", "acme"});
+  CHECK(rows_of(statements[2], "endpoint_id") == std::vector<std::string>{"null", "5"});
+  CHECK(rows_of(statements[2], "merge_key") == std::vector<std::string>{"null", "null"});
+  // The payload travels as JSON, not as a string of it.
+  simdjson::dom::parser parser;
+  auto doc = parser.parse(*statements[2].args.at(0));
+  CHECK(int64_t(doc.at(0)["payload"]["endpoint_id"]) == 3);
+}

@@ -1,0 +1,214 @@
+// Notifications as walhook events (issue 11), end to end with the real PostgreSQL and receivers:
+// a 410 disables an endpoint → the operator tenant's endpoint and the endpoint's contact endpoint
+// get a signed walhook.endpoint.disabled (checked with an independent HMAC), the tenant's other
+// endpoints do not; a failing endpoint gives one walhook.endpoint.failing and one
+// `endpoint.failing` warn line, not one per attempt; a failing operator endpoint causes no storm;
+// a localhost endpoint without --allow-private-networks says so at warn level.
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <csignal>
+#include <sstream>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Standard Webhooks, computed here with OpenSSL rather than walhook's verifier: base64 of
+/// HMAC-SHA256(key, "<id>.<timestamp>.<body>"), the key being the base64 after "whsec_".
+bool signed_with(const std::string& secret, const relay::received_request& r) {
+  const std::string b64 = secret.substr(secret.find('_') + 1);
+  std::string key(b64.size(), '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(key.data()), reinterpret_cast<const unsigned char*>(b64.data()),
+                          static_cast<int>(b64.size()));
+  if (n < 0) return false;
+  key.resize(static_cast<std::size_t>(n) - static_cast<std::size_t>(std::count(b64.end() - 2, b64.end(), '=')));
+  const std::string msg = r.webhook_id + "." + r.webhook_timestamp + "." + r.body;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), mac, &mac_len);
+  std::string sig(4 * ((mac_len + 2) / 3), '\0');
+  EVP_EncodeBlock(reinterpret_cast<unsigned char*>(sig.data()), mac, static_cast<int>(mac_len));
+  return r.webhook_signature.find("v1," + sig) != std::string::npos;
+}
+
+/// The webhook body's "type".
+std::string type_of(const relay::received_request& r) {
+  simdjson::dom::parser parser;
+  std::string_view t;
+  if (parser.parse(r.body).get_object()["type"].get(t) != simdjson::SUCCESS) return "";
+  return std::string(t);
+}
+
+std::vector<relay::received_request> of_type(const std::vector<relay::received_request>& all, const std::string& type) {
+  std::vector<relay::received_request> out;
+  for (const auto& r : all)
+    if (type_of(r) == type) out.push_back(r);
+  return out;
+}
+
+/// The first line of `log` containing `needle` ("" if none).
+std::string line_with(const std::string& log, const std::string& needle) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(needle) != std::string::npos) return line;
+  return "";
+}
+
+struct setup : test::scenario {
+  using scenario::scenario;
+  std::string publish(const std::string& tenant, const std::string& type) {
+    pg::params p{tenant, type};
+    return value("SELECT walhook.publish($1, $2, '{\"order\": 1}'::jsonb)", p);
+  }
+  void set_contact(long long endpoint, long long contact) {
+    pg::params p{std::to_string(endpoint), std::to_string(contact)};
+    db.exec("UPDATE walhook.endpoints SET contact_endpoint_id = $2 WHERE id = $1", p);
+  }
+  long long notifications() { return std::stoll(value("SELECT count(*) FROM walhook.outbox WHERE event_type LIKE 'walhook.%'")); }
+};
+
+}  // namespace
+
+TEST_CASE("410 → walhook.endpoint.disabled, signed, to the operator tenant and the contact endpoint; not to the tenant's others") {
+  setup s("notify_disabled");
+  const std::string ops_secret = delivery::generate_secret(), contact_secret = delivery::generate_secret();
+  const std::string gone_secret = delivery::generate_secret();
+  relay::receiver_behaviour gone;
+  gone.status = 410;
+  s.rcv->set_behaviour("/gone", gone);
+  long long ep = test::add_endpoint(s.db, "acme", s.rcv->url("/gone"), gone_secret);
+  long long contact = test::add_endpoint(s.db, "acme", s.rcv->url("/contact"), contact_secret, {"order.paid"});
+  test::add_endpoint(s.db, "acme", s.rcv->url("/all"), delivery::generate_secret());  // every type of acme
+  test::add_endpoint(s.db, "walhook-operator", s.rcv->url("/ops"), ops_secret,
+                     {"walhook.endpoint.disabled", "walhook.delivery.dead"});
+  s.set_contact(ep, contact);
+  test::walhook_process walhook(test::run_args(s.url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("acme", "order.paid");
+
+  REQUIRE(test::eventually([&] { return of_type(s.received("/ops"), "walhook.endpoint.disabled").size() == 1; }, 30s));
+  REQUIRE(test::eventually([&] { return of_type(s.received("/contact"), "walhook.endpoint.disabled").size() == 1; }, 30s));
+  // The dead delivery is announced both ways too, in the same transaction as the disable.
+  REQUIRE(test::eventually([&] { return of_type(s.received("/ops"), "walhook.delivery.dead").size() == 1; }, 30s));
+  REQUIRE(test::eventually([&] { return of_type(s.received("/contact"), "walhook.delivery.dead").size() == 1; }, 30s));
+
+  auto to_ops = of_type(s.received("/ops"), "walhook.endpoint.disabled")[0];
+  auto to_contact = of_type(s.received("/contact"), "walhook.endpoint.disabled")[0];
+  CHECK(signed_with(ops_secret, to_ops));
+  CHECK(signed_with(contact_secret, to_contact));
+  CHECK_FALSE(signed_with(contact_secret, to_ops));  // the check can fail
+  // Two events (one per route), each with its own webhook-id.
+  CHECK(to_ops.webhook_id != to_contact.webhook_id);
+  simdjson::dom::parser parser;
+  auto data = parser.parse(to_ops.body).get_object()["data"];
+  CHECK(int64_t(data["endpoint_id"]) == ep);
+  CHECK(std::string_view(data["tenant_id"]) == "acme");
+  CHECK(std::string_view(data["reason"]) == "HTTP 410 Gone");
+  CHECK(int64_t(data["last_status"]) == 410);
+  CHECK(std::string_view(data["url"]).ends_with("/gone"));
+  CHECK(to_ops.body.find(gone_secret.substr(6)) == std::string::npos);
+  CHECK(to_contact.body.find(gone_secret.substr(6)) == std::string::npos);
+
+  // The tenant's endpoint subscribed to every type got the customer's event, and nothing of walhook's.
+  REQUIRE(test::eventually([&] { return s.received("/all").size() == 1; }, 20s));
+  CHECK(type_of(s.received("/all")[0]) == "order.paid");
+  // The direct rows: the contact's tenant and id.
+  pg::params c{std::to_string(contact)};
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE endpoint_id = $1 AND tenant_id = 'acme' AND event_type LIKE 'walhook.%'", c) == "2");
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+  CHECK(s.rcv->requests().size() == 1 + 1 + 1 + 2 + 2);  // /gone, /contact's order.paid, /all, and the four notices
+}
+
+TEST_CASE("a failing endpoint: one walhook.endpoint.failing and one endpoint.failing warn line, not one per attempt") {
+  setup s("notify_failing");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
+  test::add_endpoint(s.db, "ops", s.rcv->url("/ops"), delivery::generate_secret(), {"walhook.endpoint.failing"});
+  test::walhook_process walhook(test::run_args(
+      s.url, s.slot,
+      {"--operator-tenant", "ops", "--backoff-base-ms", "20", "--backoff-max-ms", "50", "--breaker-threshold", "1000",
+       "--max-attempts", "1000"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "order.paid");
+  REQUIRE(test::eventually([&] { return s.rcv->count("/down") >= 10; }, 30s));
+  REQUIRE(test::eventually([&] { return s.received("/ops").size() == 1; }, 20s));
+  auto notice = s.received("/ops")[0];
+  CHECK(type_of(notice) == "walhook.endpoint.failing");
+  simdjson::dom::parser parser;
+  auto data = parser.parse(notice.body).get_object()["data"];
+  CHECK(int64_t(data["endpoint_id"]) == ep);
+  CHECK(int64_t(data["consecutive_failures"]) == 1);
+  CHECK(int64_t(data["last_status"]) == 503);
+  REQUIRE(test::eventually([&] { return s.rcv->count("/down") >= 20; }, 30s));
+  CHECK(s.received("/ops").size() == 1);
+  CHECK(s.notifications() == 1);
+  CHECK(walhook.count_in_log(R"("msg":"endpoint.failing")") == 1);
+  CHECK(walhook.count_in_log(R"("level":"warn","msg":"endpoint.failing")") == 1);
+  CHECK(line_with(walhook.log(), R"("msg":"endpoint.failing")").find("HTTP 503") != std::string::npos);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a failing operator endpoint causes no notification storm") {
+  setup s("notify_no_storm");
+  relay::receiver_behaviour down;
+  down.status = 500;
+  s.rcv->set_behaviour("/ops", down);
+  relay::receiver_behaviour gone;
+  gone.status = 410;
+  s.rcv->set_behaviour("/gone", gone);
+  s.rcv->set_behaviour("/down", down);
+  test::add_endpoint(s.db, "walhook-operator", s.rcv->url("/ops"), delivery::generate_secret());  // every walhook.* type
+  test::add_endpoint(s.db, "t", s.rcv->url("/gone"), delivery::generate_secret());
+  test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
+  // Deliveries end dead after 3 attempts, the operator endpoint's too.
+  test::walhook_process walhook(test::run_args(
+      s.url, s.slot, {"--backoff-base-ms", "20", "--backoff-max-ms", "50", "--breaker-threshold", "1000", "--max-attempts", "3"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  for (int i = 0; i < 3; ++i) s.publish("t", "order.paid");
+  // /gone: disabled, dead; /down: failing, dead (the next two dead ones are counted for a minute).
+  REQUIRE(test::eventually([&] { return s.notifications() == 4; }, 30s));
+  // The operator endpoint fails each of them 3 times and ends them dead — announcing nothing.
+  REQUIRE(test::eventually([&] { return s.rcv->count("/ops") == 12; }, 30s));
+  CHECK_FALSE(test::eventually([&] { return s.rcv->count("/ops") > 12 || s.notifications() > 4; }, 3s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id "
+                "WHERE e.tenant_id = 'walhook-operator' AND d.status = 'dead'") == "4");
+  // Its failures are logged once (the streak's first), like any endpoint's.
+  CHECK(walhook.count_in_log(R"("level":"warn","msg":"endpoint.failing")") == 2);  // /down and /ops
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("a localhost endpoint without --allow-private-networks: a warn line names the flag") {
+  setup s("notify_ssrf");
+  test::add_endpoint(s.db, "t", s.rcv->url("/local"), delivery::generate_secret());
+  auto args = test::run_args(s.url, s.slot, {"--operator-tenant", ""});
+  std::erase(args, std::string("--allow-private-networks"));
+  test::walhook_process walhook(args);
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "order.paid");
+  REQUIRE(test::eventually([&] { return walhook.count_in_log(R"("level":"warn","msg":"endpoint.failing")") == 1; }, 20s));
+  const std::string line = line_with(walhook.log(), R"("msg":"endpoint.failing")");
+  CHECK(line.find("walhook run --allow-private-networks") != std::string::npos);
+  CHECK(s.rcv->count("/local") == 0);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
