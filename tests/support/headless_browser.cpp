@@ -53,6 +53,8 @@ std::string find_chromium() {
   return "";
 }
 
+std::string js_string(std::string_view s) { return json_writer().string(s).take(); }
+
 namespace {
 
 std::string base64_decode(std::string_view in) {

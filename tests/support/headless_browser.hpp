@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace walhook::test {
@@ -20,6 +21,9 @@ namespace walhook::test {
 /// The Chromium binary to use: $WALHOOK_CHROMIUM if set, else the first of chromium,
 /// chromium-browser, google-chrome on PATH; "" if none (the Debian package is `chromium`).
 std::string find_chromium();
+
+/// A JavaScript string literal of `s` (JSON's escaping), for building expressions to evaluate.
+std::string js_string(std::string_view s);
 
 class headless_browser {
  public:
