@@ -76,7 +76,16 @@ std::vector<change> replay(blocking_db& db, const replay_filter& f);
 change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id);
 
 /// The whsec_ secrets' public fingerprints (never the secrets): "sha256:" + the first 12 hex
-/// digits of SHA-256 of each decoded key, space-separated, in the column's order.
+/// digits of SHA-256 of each decoded key, space-separated, in the column's order; "" if the
+/// column does not parse.
 std::string secret_fingerprints(const std::string& secrets);
+
+/// Checks an endpoint URL like endpoint add (absolute http(s), no credentials). Throws
+/// cli_error naming --url, with the URL redacted.
+void check_url(const std::string& url);
+/// Event types with blanks trimmed. Throws cli_error on an empty one.
+std::vector<std::string> clean_event_types(const std::vector<std::string>& types);
+/// A PostgreSQL text[] literal of the items ('{"a","b"}').
+std::string pg_array_literal(const std::vector<std::string>& items);
 
 }  // namespace walhook::relay::operations

@@ -53,7 +53,12 @@ struct run_options {
   std::chrono::milliseconds status_interval{10000};    ///< standby status update at least this often
   std::chrono::milliseconds reconnect_max{500};        ///< cap of the reconnect backoff (PostgreSQL down)
 
-  std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
+  std::string admin_listen;  ///< "localhost:9187" serves /metrics, /healthz, /readyz, /api and /console; "" = off
+  /// --admin-token-file: the bearer token of /api (the file's content, trimmed); required for
+  /// a non-loopback admin_listen. "" = none.
+  std::string admin_token_file;
+  /// --recent-outcomes: finished attempts kept in memory for the admin API (relay/outcome_log.hpp).
+  std::size_t recent_outcomes = 100000;
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid
   /// Where the engine, the stream, the state store and the HTTP pools read the time (tests
   /// inject a manual one); timers still wait in real time.
