@@ -50,11 +50,19 @@
   function fmtDuration(seconds) {
     if (seconds === null || seconds === undefined || !isFinite(seconds)) return null;
     const s = Math.max(0, seconds);
+    if (s < 0.005) return '0 s';
     if (s < 10) return s.toFixed(s < 1 ? 2 : 1) + ' s';
     if (s < 60) return Math.round(s) + ' s';
     if (s < 3600) return Math.floor(s / 60) + ' min ' + String(Math.round(s % 60)).padStart(2, '0') + ' s';
     if (s < 86400) return Math.floor(s / 3600) + ' h ' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + ' min';
     return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
+  }
+
+  /** A long URL cut in the middle, so both its host and the end of its path stay readable. */
+  function shortUrl(u, max = 36) {
+    if (!u || u.length <= max) return u || '';
+    const head = Math.ceil((max - 1) * 0.5);
+    return u.slice(0, head) + '…' + u.slice(u.length - (max - 1 - head));
   }
 
   function fmtBytes(n) {
@@ -337,7 +345,7 @@
     { key: 'id', label: 'ID', num: true,
       cell: (e) => el('a', { href: endpointHref(e.id), class: 'endpoint-link' }, String(e.id)) },
     { key: 'tenant_id', label: 'Tenant', cell: (e) => e.tenant_id },
-    { key: 'url', label: 'URL', cell: (e) => el('a', { href: endpointHref(e.id), class: 'url', title: e.url }, e.url) },
+    { key: 'url', label: 'URL', cell: (e) => el('a', { href: endpointHref(e.id), class: 'url', title: e.url }, shortUrl(e.url)) },
     { key: 'status', label: 'Status', value: endpointStatus,
       cell: (e) => statusBadge(endpointStatus(e), e.disabled_reason || null) },
     { key: 'pending', label: 'Pending', title: 'Pending deliveries (rows)', num: true, cell: (e) => numNode(e.pending) },
@@ -731,7 +739,7 @@
                 const endpoint = { id: x.endpoint_id, url: x.url };
                 return el('tr', { dataset: { endpointId: x.endpoint_id } },
                   el('td', {}, el('a', { href: endpointHref(x.endpoint_id) }, String(x.endpoint_id))),
-                  el('td', {}, el('span', { class: 'url', title: x.url }, x.url),
+                  el('td', {}, el('span', { class: 'url', title: x.url }, shortUrl(x.url)),
                     x.routed === false ? el('div', { class: 'muted small-text' }, 'not routed now') : null),
                   el('td', {}, statusBadge(x.verdict || 'unknown')),
                   el('td', { class: 'num' }, numNode(attempts)),
