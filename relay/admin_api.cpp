@@ -422,14 +422,19 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
   std::shared_ptr<db_worker_state> worker;
   asio::thread_pool pool{1};  ///< the database worker: one thread, queries in order
 
-  /// worker->with_db(f) on the worker thread; resumes on the caller's executor (the engine's).
+  /// An answer known without the database, as an awaitable.
+  static asio::awaitable<api_response> answer(api_response r) { co_return r; }
+
+  /// worker->with_db(f) on the worker thread; the awaiting coroutine resumes on its own
+  /// executor (the engine's). Not a coroutine itself: GCC 12 destroyed a temporary
+  /// std::function argument of a coroutine twice here (its captures freed twice).
   asio::awaitable<api_response> on_worker(std::function<api_response(blocking_db&)> f) {
-    co_return co_await asio::co_spawn(
+    return asio::co_spawn(
         pool, [w = worker, f = std::move(f)]() -> asio::awaitable<api_response> { co_return w->with_db(f); },
         asio::use_awaitable);
   }
 
-  asio::awaitable<api_response> handle(api_request req) {
+  asio::awaitable<api_response> handle(const api_request& req) {
     if (auto denied = check_request(access, req)) co_return *denied;
     const auto seg = segments_of(req.target);
     const bool read = req.method == "GET" || req.method == "HEAD";
@@ -473,13 +478,16 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
 
   // ---------------------------------------------------------------------------------- reads
 
+  // The routes below are plain functions returning the worker's awaitable, not coroutines: their
+  // lambdas (with captures) are built outside any coroutine frame (see on_worker).
+
   asio::awaitable<api_response> overview() {
     live_status live = eng.live();
     const auto& log = eng.recent_outcomes();
     const std::size_t kept = log.size();
     const std::size_t capacity = log.capacity();
     const auto oldest = log.oldest();
-    co_return co_await on_worker([live, kept, capacity, oldest](blocking_db& db) {
+    return on_worker([live, kept, capacity, oldest](blocking_db& db) {
       pg::params p{live.slot};
       auto r = db.exec(
           "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), "
@@ -519,7 +527,7 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
     live_status live = eng.live();
     std::vector<outcome_entry> recent;
     if (one) recent = eng.recent_outcomes().of_endpoint(*one, 50);
-    co_return co_await on_worker([live, one, recent](blocking_db& db) {
+    return on_worker([live, one, recent](blocking_db& db) {
       pg::params p{one ? std::optional<std::string>(std::to_string(*one)) : std::nullopt};
       auto r = db.exec(endpoints_sql, p);
       json_writer j;
@@ -547,7 +555,7 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
       };
       j.key("deliveries");
       deliveries_array(j, newest(""));
-      j.key("dead");
+      j.key("dead_letters");  // "dead" is the count, as in the list
       deliveries_array(j, newest("AND d.status = 'dead'"));
       j.key("recent_outcomes").begin_array();
       for (const auto& e : recent) {
@@ -561,12 +569,12 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
   }
 
   asio::awaitable<api_response> event(const std::string& event_id) {
-    if (!is_uuid(event_id)) co_return error_response(400, fmt::format("not an event id (a UUID): {}", event_id));
+    if (!is_uuid(event_id)) return answer(error_response(400, fmt::format("not an event id (a UUID): {}", event_id)));
     const auto& log = eng.recent_outcomes();
     std::vector<outcome_entry> recent = log.of_event(event_id);
     const std::size_t kept = log.size();
     const auto oldest = log.oldest();
-    co_return co_await on_worker([event_id, recent, kept, oldest](blocking_db& db) {
+    return on_worker([event_id, recent, kept, oldest](blocking_db& db) {
       pg::params p{event_id};
       auto ev = db.exec(
           "SELECT id, tenant_id, event_type, created_at, endpoint_id FROM walhook.outbox WHERE id = $1::uuid", p);
@@ -661,37 +669,40 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
 
   // ---------------------------------------------------------------------------------- actions
 
-  /// Logs an action (admin.action) with who did it.
-  void log_action(const api_request& req, std::string_view action, std::int64_t endpoint_id, const std::string& event_id,
-                  std::int64_t deliveries) {
+  /// Who acts, for the admin.action log line (written on the worker: log lines are one write).
+  struct actor {
+    std::string by, remote, token;
+  };
+  actor actor_of(const api_request& req) const {
+    return {req.operator_name.empty() ? "-" : req.operator_name, req.remote,
+            access.token.empty() ? "none" : token_fingerprint(access.token)};
+  }
+  static void log_action(const actor& who, std::string_view action, std::int64_t endpoint_id,
+                         const std::string& event_id, std::int64_t deliveries) {
     log::info("admin.action", {{"action", action},
                                {"endpoint_id", endpoint_id},
                                {"event_id", event_id.empty() ? std::string_view("-") : std::string_view(event_id)},
                                {"deliveries", deliveries},
-                               {"by", req.operator_name.empty() ? std::string_view("-") : std::string_view(req.operator_name)},
-                               {"remote", req.remote},
-                               {"token", access.token.empty() ? std::string("none") : token_fingerprint(access.token)}});
+                               {"by", who.by},
+                               {"remote", who.remote},
+                               {"token", who.token}});
   }
 
-  asio::awaitable<api_response> set_status(std::int64_t id, std::string action, api_request req) {
-    std::optional<operations::change> done;
-    auto res = co_await on_worker([id, action, &done, body = req.body](blocking_db& db) {
+  asio::awaitable<api_response> set_status(std::int64_t id, const std::string& action, const api_request& req) {
+    return on_worker([id, action, who = actor_of(req), body = req.body](blocking_db& db) {
       json_body parsed(body);  // validated, no member used
       auto c = operations::set_status(db, id, action);
+      log_action(who, action, id, {}, c.deliveries);
       json_writer j;
       j.begin_object();
       change_fields(j, c);
       j.end_object();
-      done = c;
       return api_response{200, j.take()};
     });
-    if (done) log_action(req, action, id, {}, done->deliveries);
-    co_return res;
   }
 
-  asio::awaitable<api_response> replay(std::int64_t id, api_request req) {
-    std::optional<std::int64_t> replayed;
-    auto res = co_await on_worker([id, &replayed, body = req.body](blocking_db& db) {
+  asio::awaitable<api_response> replay(std::int64_t id, const api_request& req) {
+    return on_worker([id, who = actor_of(req), body = req.body](blocking_db& db) {
       json_body parsed(body);
       operations::replay_filter f;
       f.endpoint_id = id;
@@ -700,6 +711,7 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
       auto changes = operations::replay(db, f);
       std::int64_t n = 0;
       for (const auto& c : changes) n += c.deliveries;
+      log_action(who, "replay", id, {}, n);
       json_writer j;
       j.begin_object().field("replayed", n).key("changes").begin_array();
       for (const auto& c : changes) {
@@ -708,33 +720,25 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
         j.end_object();
       }
       j.end_array().end_object();
-      replayed = n;
       return api_response{200, j.take()};
     });
-    if (replayed) log_action(req, "replay", id, {}, *replayed);
-    co_return res;
   }
 
-  asio::awaitable<api_response> resend(api_request req) {
-    std::optional<operations::change> done;
-    std::string event_id;
-    auto res = co_await on_worker([&done, &event_id, body = req.body](blocking_db& db) {
+  asio::awaitable<api_response> resend(const api_request& req) {
+    return on_worker([who = actor_of(req), body = req.body](blocking_db& db) {
       json_body parsed(body);
       auto endpoint_id = parsed.integer("endpoint_id");
       auto ev = parsed.text("event_id");
       if (!endpoint_id || !ev) throw cli_error("give {\"endpoint_id\": N, \"event_id\": \"…\"}");
       if (!is_uuid(*ev)) throw cli_error(fmt::format("not an event id (a UUID): {}", *ev));
-      event_id = *ev;
       auto c = operations::resend(db, *endpoint_id, *ev);
+      log_action(who, "resend", c.endpoint_id, *ev, c.deliveries);
       json_writer j;
       j.begin_object();
       change_fields(j, c);
       j.end_object();
-      done = c;
       return api_response{200, j.take()};
     });
-    if (done) log_action(req, "resend", done->endpoint_id, event_id, done->deliveries);
-    co_return res;
   }
 };
 
@@ -748,9 +752,9 @@ void admin_api::stop() {
   impl_->pool.join();
 }
 
-asio::awaitable<api_response> admin_api::handle(api_request req) {
-  auto self = impl_;
-  co_return co_await self->handle(std::move(req));
+asio::awaitable<api_response> admin_api::handle(const api_request& req) {
+  auto self = impl_;  // the worker's answer may come after stop()
+  co_return co_await self->handle(req);
 }
 
 }  // namespace walhook::relay

@@ -70,8 +70,9 @@ class admin_api {
   admin_api(const admin_api&) = delete;
   admin_api& operator=(const admin_api&) = delete;
 
-  /// Answers a request whose target starts with /api/ (access checked here).
-  boost::asio::awaitable<api_response> handle(api_request req);
+  /// Answers a request whose target starts with /api/ (access checked here). `req` must live
+  /// until the answer (the caller awaits it at once).
+  boost::asio::awaitable<api_response> handle(const api_request& req);
   /// Stops the database worker (after the query it runs, if any); later requests never finish.
   void stop();
 

@@ -224,7 +224,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       auto peer = stream.socket().remote_endpoint(ec);
       if (!ec) a.remote = peer.address().to_string();
       a.body = req.body();
-      auto answer = co_await api.handle(std::move(a));
+      auto answer = co_await api.handle(a);
       res.result(static_cast<http::status>(answer.status));
       res.set(http::field::content_type, "application/json");
       res.set(http::field::cache_control, "no-store");

@@ -6,6 +6,7 @@
 #include "delivery/http_client.hpp"
 #include "delivery/signing.hpp"
 #include "delivery/url.hpp"
+#include "relay/admin_client.hpp"
 #include "relay/admin_server.hpp"
 #include "relay/blocking_db.hpp"
 #include "relay/engine.hpp"
@@ -24,9 +25,11 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
@@ -45,31 +48,9 @@ std::string wal_keep_advice(blocking_db& db) {
          "that lasts, PostgreSQL invalidates the slot (watch walhook_slot_wal_status and walhook_slot_safe_wal_size_bytes)";
 }
 
-std::string pg_array_literal(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
-}
-
 void require_schema(blocking_db& db) {
   auto r = db.exec("SELECT to_regclass('walhook.outbox') IS NOT NULL");
   if (r.value(0, 0) != "t") throw cli_error("the walhook schema is missing: run `walhook migrate` first");
-}
-
-/// Tells a running relay, through the WAL, to look for pending deliveries of an endpoint
-/// ("wake"), or that an operator resumed it ("resume": its circuit breaker closes too).
-void wake_relay(blocking_db& db, long long endpoint_id, const char* what = "wake") {
-  pg::params p{fmt::format("{}:{}", what, endpoint_id)};
-  db.exec("SELECT pg_logical_emit_message(true, 'walhook', $1)", p);
 }
 
 }  // namespace
@@ -202,32 +183,25 @@ SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot
 
 int cmd_endpoint_add(const endpoint_add_args& a) {
   if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
-  if (!delivery::parse_url(a.url)) {
-    if (a.url.find('@') != std::string::npos && a.url.find('@') < a.url.find_first_of("/?#", a.url.find("//") + 2))
-      throw cli_error("--url must not carry credentials (user:password@): receivers authenticate walhook by its "
-                      "signature; " + delivery::redact_url(a.url));
-    throw cli_error("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(a.url));
-  }
+  operations::check_url(a.url);
   if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
   if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
-  std::vector<std::string> types;
-  for (auto t : a.event_types) {
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-    if (t.empty()) throw cli_error("--event-types has an empty type (give a comma-separated list, e.g. order.paid,order.shipped)");
-    types.push_back(std::move(t));
-  }
+  const auto types = operations::clean_event_types(a.event_types);
   std::string secret = a.secret.empty() ? delivery::generate_secret() : a.secret;
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
   blocking_db db(a.database_url);
   require_schema(db);
+  if (a.contact_endpoint_id &&
+      db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(*a.contact_endpoint_id)}).rows() == 0)
+    throw cli_error(fmt::format("--contact-endpoint: no endpoint with id {}", *a.contact_endpoint_id));
   pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
-               types.empty() ? std::nullopt : std::optional<std::string>(pg_array_literal(types)),
-               a.ordering, a.description.empty() ? std::nullopt : std::optional<std::string>(a.description)};
+               types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
+               a.ordering, a.description.empty() ? std::nullopt : std::optional<std::string>(a.description),
+               a.contact_endpoint_id ? std::optional<std::string>(std::to_string(*a.contact_endpoint_id)) : std::nullopt};
   auto r = db.exec(
-      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description) "
-      "VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7) RETURNING id",
+      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
+      "contact_endpoint_id) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint) RETURNING id",
       p);
   std::cout << "id: " << r.value(0, 0) << "\nsecret: " << secret << "\n";
   return 0;
@@ -249,38 +223,104 @@ int cmd_endpoint_list(const std::string& database_url, const std::string& tenant
   return 0;
 }
 
+namespace {
+/// "endpoint 3: resumed; 12 deliveries due now" and the change's note.
+void print_change(const operations::change& c, const char* what = "deliveries due now") {
+  std::cout << fmt::format("endpoint {}: {}", c.endpoint_id, c.action);
+  if (c.deliveries > 0) std::cout << fmt::format("; {} {}", c.deliveries, what);
+  std::cout << "\n";
+  if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
+}
+}  // namespace
+
 int cmd_endpoint_set(const std::string& database_url, const std::string& action, long long id) {
   blocking_db db(database_url);
   require_schema(db);
-  pg::params p{std::to_string(id)};
-  db.exec("BEGIN");
-  long changed = 0;
-  if (action == "remove") {
-    changed = db.exec("DELETE FROM walhook.endpoints WHERE id = $1", p).affected();
-    db.exec("DELETE FROM walhook.endpoint_health WHERE endpoint_id = $1", p);
-    // Its deliveries have nowhere to go any more (no foreign key: walhook's batches must never
-    // fail on an endpoint deleted under them).
-    db.exec("DELETE FROM walhook.deliveries WHERE endpoint_id = $1", p);
-  } else {
-    std::string status = action == "disable" ? "disabled" : action == "pause" ? "paused" : "active";
-    pg::params sp{std::to_string(id), status};
-    changed = db.exec("UPDATE walhook.endpoints SET status = $2, updated_at = now() WHERE id = $1", sp).affected();
-    if (action == "enable" || action == "resume") {
-      // An operator's go-ahead also closes the circuit breaker and clears the disable reason.
-      db.exec(
-          "UPDATE walhook.endpoint_health SET consecutive_failures = 0, first_failure_at = NULL, paused_until = NULL, "
-          "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = now() WHERE endpoint_id = $1",
-          p);
-      // Go-ahead means now: pending deliveries waiting out a backoff or a pause become due.
-      db.exec("UPDATE walhook.deliveries SET next_attempt_at = now(), updated_at = now() "
-              "WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > now()",
-              p);
-      wake_relay(db, id, "resume");
+  print_change(operations::set_status(db, id, action));
+  return 0;
+}
+
+int cmd_endpoint_remove(const std::string& database_url, long long id, bool force) {
+  blocking_db db(database_url);
+  require_schema(db);
+  if (!force) {
+    const auto open = operations::open_deliveries(db, id);
+    if (open > 0) {
+      const std::string question =
+          fmt::format("endpoint {} has {} pending deliver{}; they end dead.", id, open, open == 1 ? "y" : "ies");
+      if (!::isatty(STDIN_FILENO))
+        throw cli_error(question + " Not removed: confirm on a terminal, or give --force");
+      std::cerr << question << " Remove it? [y/N] " << std::flush;
+      std::string answer;
+      std::getline(std::cin, answer);
+      if (answer != "y" && answer != "Y" && answer != "yes") {
+        std::cerr << "not removed\n";
+        return 1;
+      }
     }
   }
-  db.exec("COMMIT");
-  if (changed == 0) throw cli_error(fmt::format("no endpoint with id {}", id));
-  std::cout << fmt::format("endpoint {}: {}\n", id, action == "remove" ? "removed" : action + "d");
+  auto c = operations::remove(db, id);
+  c.note.clear();  // the count says it
+  print_change(c, c.deliveries == 1 ? "open delivery ended dead" : "open deliveries ended dead");
+  return 0;
+}
+
+int cmd_endpoint_update(const std::string& database_url, long long id, const operations::endpoint_update& u) {
+  blocking_db db(database_url);
+  require_schema(db);
+  print_change(operations::update(db, id, u));
+  return 0;
+}
+
+std::chrono::seconds parse_duration(const std::string& text, const std::string& flag) {
+  long long total = 0;
+  std::size_t i = 0;
+  const auto bad = [&] {
+    return cli_error(fmt::format("{} {}: give a duration such as 24h, 90m, 30s, 7d or 1h30m", flag, text));
+  };
+  if (text.empty()) throw bad();
+  while (i < text.size()) {
+    std::size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j == i || j - i > 9) throw bad();
+    const long long n = std::stoll(text.substr(i, j - i));
+    long long unit = 1;
+    if (j < text.size()) {
+      switch (text[j]) {
+        case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: throw bad();
+      }
+      ++j;
+    } else if (i != 0) {
+      throw bad();  // "1h30": the unit of 30 is missing
+    }
+    total += n * unit;
+    i = j;
+  }
+  return std::chrono::seconds{total};
+}
+
+int cmd_endpoint_rotate_secret(const std::string& database_url, long long id, std::chrono::seconds grace,
+                               const std::string& secret) {
+  blocking_db db(database_url);
+  require_schema(db);
+  auto r = operations::rotate_secret(db, id, grace, secret);
+  std::cout << "secret: " << r.secret << "\n"
+            << fmt::format("endpoint {}: deliveries are signed with the new secret and the old one(s) until {}; "
+                           "walhook run then drops the old ones\n",
+                           id, r.grace_until);
+  return 0;
+}
+
+int cmd_resend(const std::string& database_url, long long endpoint_id, const std::string& event_id) {
+  blocking_db db(database_url);
+  require_schema(db);
+  auto c = operations::resend(db, endpoint_id, event_id);
+  std::cout << fmt::format("endpoint {}: event {} resent (pending, due now, same webhook-id)\n", c.endpoint_id, event_id);
+  if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
   return 0;
 }
 
@@ -305,55 +345,116 @@ int cmd_send(const send_args& a) {
 
 // ------------------------------------------------------------------------------------ status
 
-int cmd_status(const std::string& database_url, bool json) {
-  blocking_db db(database_url);
+namespace {
+
+/// Live numbers of one endpoint in a running walhook (GET /api/endpoints, docs/api.md).
+struct live_numbers {
+  std::int64_t queued = 0;
+  std::int64_t in_flight = 0;
+};
+
+std::map<std::int64_t, live_numbers> fetch_live(const status_args& a) {
+  const std::string token = a.admin_token_file.empty() ? "" : read_token_file(a.admin_token_file);
+  const std::string body = admin_get(a.admin_url, "/api/endpoints", token);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array endpoints;
+  if (parser.parse(body).get(doc) || doc["endpoints"].get_array().get(endpoints))
+    throw cli_error(fmt::format("--admin-url {}: GET /api/endpoints did not answer {{\"endpoints\": [...]}}", a.admin_url));
+  std::map<std::int64_t, live_numbers> out;
+  for (auto e : endpoints) {
+    std::int64_t id = 0, queued = 0, in_flight = 0;
+    if (e["id"].get_int64().get(id) || e["queued"].get_int64().get(queued) || e["in_flight"].get_int64().get(in_flight))
+      continue;
+    out[id] = {queued, in_flight};
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_status(const status_args& a) {
+  blocking_db db(a.database_url);
   require_schema(db);
+  std::optional<std::map<std::int64_t, live_numbers>> live;
+  if (!a.admin_url.empty()) {
+    // walhook down is when status matters most: the rows still show, the live numbers do not.
+    try {
+      live = fetch_live(a);
+    } catch (const cli_error& e) {
+      std::cerr << "walhook: live numbers not shown: " << e.what() << "\n";
+    }
+  }
+  // 'sending' rows are claimed attempts and attempts past --max-hold-ms that walhook recorded;
+  // an attempt that ends within the hold bound never writes a row (live in_flight counts it).
   auto r = db.exec(R"sql(
 SELECT e.id, e.tenant_id, e.status,
        count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
-       count(d.id) FILTER (WHERE d.status = 'sending') AS in_flight,
+       count(d.id) FILTER (WHERE d.status = 'sending') AS sending,
        coalesce(extract(epoch FROM now() - min(d.event_created_at) FILTER (WHERE d.status IN ('pending', 'sending')))::bigint, 0) AS oldest_s,
        count(d.id) FILTER (WHERE d.status = 'dead') AS dead,
        coalesce(h.consecutive_failures, 0),
-       coalesce(to_char(h.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ''),
-       coalesce(h.last_error, ''), coalesce(h.disabled_reason, ''), e.url
+       to_char(h.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       h.last_error, h.disabled_reason, e.url, coalesce(h.paused_until > now(), false)
   FROM walhook.endpoints e
   LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.status IN ('pending', 'sending', 'dead')
         AND d.created_at >= e.created_at  -- not a removed endpoint's that had the same id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
  GROUP BY e.id, h.endpoint_id
  ORDER BY oldest_s DESC, pending DESC, e.id)sql");
-  if (json) {
+  const auto number = [&](int i, int c) { return std::stoll(std::string(r.value(i, c))); };
+  const auto text = [&](int i, int c) {
+    return r.is_null(i, c) ? std::nullopt : std::optional<std::string>(delivery::cap_text(r.value(i, c)));
+  };
+  const auto live_of = [&](int i) -> std::optional<live_numbers> {
+    if (!live) return std::nullopt;
+    auto it = live->find(number(i, 0));
+    return it == live->end() ? live_numbers{} : it->second;  // not in memory there: nothing queued or in flight
+  };
+  if (a.json) {
     for (int i = 0; i < r.rows(); ++i) {
+      const auto l = live_of(i);
       json_writer j;
       j.begin_object()
-          .field("endpoint_id", std::stoll(std::string(r.value(i, 0))))
+          .field("endpoint_id", number(i, 0))
           .field("tenant_id", std::string(r.value(i, 1)))
           .field("status", std::string(r.value(i, 2)))
-          .field("pending", std::stoll(std::string(r.value(i, 3))))
-          .field("in_flight", std::stoll(std::string(r.value(i, 4))))
-          .field("oldest_pending_age_s", std::stoll(std::string(r.value(i, 5))))
-          .field("dead", std::stoll(std::string(r.value(i, 6))))
-          .field("consecutive_failures", std::stoll(std::string(r.value(i, 7))))
-          .field("paused_until", std::string(r.value(i, 8)))
-          .field("last_error", delivery::cap_text(r.value(i, 9)))
-          .field("disabled_reason", delivery::cap_text(r.value(i, 10)))
+          .field("paused_by_breaker", r.value(i, 2) == "active" && r.value(i, 12) == "t")
+          .field("pending", number(i, 3))
+          .field("sending", number(i, 4))
+          .field("queued", l ? std::optional<std::int64_t>(l->queued) : std::nullopt)
+          .field("in_flight", l ? std::optional<std::int64_t>(l->in_flight) : std::nullopt)
+          .field("oldest_pending_age_s", number(i, 5))
+          .field("dead", number(i, 6))
+          .field("consecutive_failures", number(i, 7))
+          .field("paused_until", r.is_null(i, 8) ? std::nullopt : std::optional<std::string>(r.value(i, 8)))
+          .field("last_error", text(i, 9))
+          .field("disabled_reason", text(i, 10))
           .field("url", delivery::redact_url(r.value(i, 11)))
           .end_object();
       std::cout << j.str() << "\n";
     }
     return 0;
   }
-  std::cout << fmt::format("{:>6}  {:<14} {:<9} {:>8} {:>9} {:>10} {:>6} {:>9}  {:<20} {}\n", "id", "tenant", "status",
-                           "pending", "in_flight", "oldest_age", "dead", "failures", "paused_until", "last_error");
+  const auto line = [](auto&&... v) {
+    return fmt::format("{:>6}  {:<14} {:<16} {:>8} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", v...);
+  };
+  std::cout << line("id", "tenant", "status", "pending", "sending", "queued", "in_flight", "oldest_age", "dead", "failures",
+                    "paused_until", "last_error");
   for (int i = 0; i < r.rows(); ++i) {
-    long long age = std::stoll(std::string(r.value(i, 5)));
+    long long age = number(i, 5);
     std::string age_text = age == 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
-    std::string err = delivery::cap_text(r.value(i, 10).empty() ? r.value(i, 9) : r.value(i, 10));
-    std::cout << fmt::format("{:>6}  {:<14} {:<9} {:>8} {:>9} {:>10} {:>6} {:>9}  {:<20} {}\n", r.value(i, 0),
-                             r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), age_text, r.value(i, 6),
-                             r.value(i, 7), r.value(i, 8).empty() ? "-" : r.value(i, 8), err.empty() ? "-" : err);
+    std::string err = delivery::cap_text(r.is_null(i, 10) ? r.value(i, 9) : r.value(i, 10));
+    std::string status(r.value(i, 2));
+    if (status == "active" && r.value(i, 12) == "t") status = "paused (breaker)";
+    const auto l = live_of(i);
+    std::cout << line(r.value(i, 0), r.value(i, 1), status, r.value(i, 3), r.value(i, 4),
+                      l ? std::to_string(l->queued) : "-", l ? std::to_string(l->in_flight) : "-", age_text, r.value(i, 6),
+                      r.value(i, 7), r.is_null(i, 8) ? "-" : r.value(i, 8), err.empty() ? "-" : err);
   }
+  if (!live && a.admin_url.empty())
+    std::cout << "queued/in_flight are the running walhook's live numbers: give --admin-url http://HOST:PORT (its "
+                 "--admin-listen; env WALHOOK_ADMIN_URL) to show them\n";
   // Slot incidents and operator backfills (relay/recovery.hpp): the open ones and the last few.
   auto rec = db.exec(R"sql(
 SELECT id, slot_name, state, reason, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -520,61 +621,16 @@ int cmd_replay(const replay_args& a) {
   if (!a.delivery_id && !a.endpoint_id) throw cli_error("give --delivery ID or --endpoint ID");
   blocking_db db(a.database_url);
   require_schema(db);
-  if (a.endpoint_id) {
-    pg::params e{std::to_string(*a.endpoint_id)};
-    if (db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", e).rows() == 0)
-      throw cli_error(fmt::format("no endpoint with id {}", *a.endpoint_id));
-  }
-  pg::params p{a.delivery_id ? std::optional<std::string>(std::to_string(*a.delivery_id)) : std::nullopt,
-               a.endpoint_id ? std::optional<std::string>(std::to_string(*a.endpoint_id)) : std::nullopt,
-               a.since.empty() ? std::nullopt : std::optional<std::string>(a.since),
-               a.until.empty() ? std::nullopt : std::optional<std::string>(a.until)};
-  db.exec("BEGIN");
-  // Dead deliveries, and pending ones of a disabled endpoint, start over with fresh counters. Of
-  // several with one merge key only the newest comes back, and none where a pending delivery
-  // already holds the key (it carries a newer state of the entity).
-  auto r = db.exec(R"sql(
-WITH candidates AS (
-  SELECT d.id, d.endpoint_id, d.merge_key, d.commit_lsn, d.status
-    FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id
-   WHERE ($1::bigint IS NULL OR d.id = $1::bigint)
-     AND ($2::bigint IS NULL OR d.endpoint_id = $2::bigint)
-     AND ($3::timestamptz IS NULL OR d.event_created_at >= $3::timestamptz)
-     AND ($4::timestamptz IS NULL OR d.event_created_at < $4::timestamptz)
-     AND (d.status = 'dead' OR (d.status = 'pending' AND e.status = 'disabled'))
-     -- Never a removed endpoint's history when its id was reused: rows older than the endpoint.
-     AND d.created_at >= e.created_at
-   FOR UPDATE OF d
-), blocked AS (
-  SELECT c.id FROM candidates c
-   WHERE c.status = 'dead' AND c.merge_key IS NOT NULL
-     AND (EXISTS (SELECT 1 FROM walhook.deliveries p WHERE p.endpoint_id = c.endpoint_id
-                    AND p.merge_key = c.merge_key AND p.status = 'pending')
-          OR c.id <> (SELECT c2.id FROM candidates c2 WHERE c2.endpoint_id = c.endpoint_id AND c2.merge_key = c.merge_key
-                       ORDER BY c2.commit_lsn DESC NULLS LAST, c2.id DESC LIMIT 1))
-)
-UPDATE walhook.deliveries d
-   SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
-       updated_at = now()
-  FROM candidates c
- WHERE d.id = c.id AND c.id NOT IN (SELECT id FROM blocked)
-RETURNING d.endpoint_id)sql",
-                   p);
-  std::vector<long long> endpoints;
-  for (int i = 0; i < r.rows(); ++i) {
-    long long id = std::stoll(std::string(r.value(i, 0)));
-    if (std::find(endpoints.begin(), endpoints.end(), id) == endpoints.end()) endpoints.push_back(id);
-  }
-  for (long long id : endpoints) wake_relay(db, id);
-  db.exec("COMMIT");
-  std::cout << "replayed " << r.rows() << " deliveries\n";
-  for (long long id : endpoints) {
-    pg::params ep{std::to_string(id)};
-    auto st = db.exec("SELECT status FROM walhook.endpoints WHERE id = $1", ep);
-    if (st.rows() && st.value(0, 0) != "active")
-      std::cout << fmt::format("note: endpoint {} is {}; they go out after `walhook endpoint {} {}`\n", id,
-                               st.value(0, 0), st.value(0, 0) == "disabled" ? "enable" : "resume", id);
-  }
+  const auto text = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); };
+  auto changes = operations::replay(db, {.delivery_id = a.delivery_id,
+                                         .endpoint_id = a.endpoint_id,
+                                         .since = text(a.since),
+                                         .until = text(a.until)});
+  std::int64_t total = 0;
+  for (const auto& c : changes) total += c.deliveries;
+  std::cout << "replayed " << total << " deliveries\n";
+  for (const auto& c : changes)
+    if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
   return 0;
 }
 

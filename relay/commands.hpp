@@ -2,7 +2,10 @@
 // The walhook subcommands (the CLI in main.cpp only parses flags and calls these).
 // Each returns the process exit code; user-facing failures throw cli_error.
 
+#include "relay/operations.hpp"
 #include "relay/options.hpp"
+
+#include <chrono>
 
 #include <optional>
 #include <string>
@@ -29,12 +32,28 @@ struct endpoint_add_args {
   std::vector<std::string> event_types;  ///< empty: all types
   std::string ordering = "none";
   std::string description;
+  std::optional<long long> contact_endpoint_id;  ///< where notifications about it go
 };
 /// Prints "id: N" and "secret: whsec_…".
 int cmd_endpoint_add(const endpoint_add_args& a);
 int cmd_endpoint_list(const std::string& database_url, const std::string& tenant);
-/// action: enable | disable | pause | resume | remove.
+/// action: enable | disable | pause | resume (operations::set_status); prints what changed.
 int cmd_endpoint_set(const std::string& database_url, const std::string& action, long long id);
+/// Removes an endpoint. With open deliveries and without `force`: asks on a terminal (stdin), and
+/// refuses (cli_error naming --force) when stdin is not one.
+int cmd_endpoint_remove(const std::string& database_url, long long id, bool force);
+/// Changes the given columns (operations::update); walhook run follows through the stream.
+int cmd_endpoint_update(const std::string& database_url, long long id, const operations::endpoint_update& u);
+/// New secret first, the old ones valid for `grace`; prints the new secret and when the old
+/// ones stop being valid.
+int cmd_endpoint_rotate_secret(const std::string& database_url, long long id, std::chrono::seconds grace,
+                               const std::string& secret);
+/// Parses a duration like "24h", "90m", "2s", "7d" or "1h30m" (a bare number: seconds).
+/// Throws cli_error naming `flag` on anything else.
+std::chrono::seconds parse_duration(const std::string& text, const std::string& flag);
+
+/// Resends one event to one endpoint (operations::resend): same webhook-id, due now.
+int cmd_resend(const std::string& database_url, long long endpoint_id, const std::string& event_id);
 
 struct send_args {
   std::string database_url;
@@ -47,8 +66,17 @@ struct send_args {
 /// Publishes one event with walhook.publish(); prints its id.
 int cmd_send(const send_args& a);
 
-/// One row per endpoint ordered by oldest pending age.
-int cmd_status(const std::string& database_url, bool json);
+struct status_args {
+  std::string database_url;
+  bool json = false;
+  std::string admin_url;         ///< a running walhook's admin listener, for its live queued/in_flight ("": not shown)
+  std::string admin_token_file;  ///< its bearer token, if it needs one
+};
+/// One row per endpoint ordered by oldest pending age. `pending`/`sending`/`dead` are rows of
+/// walhook.deliveries ('sending': claimed, or attempts past --max-hold-ms recorded); `queued`/
+/// `in_flight` are the running walhook's live numbers, from GET /api/endpoints with
+/// --admin-url (null / "-" without it).
+int cmd_status(const status_args& a);
 
 struct replay_args {
   std::string database_url;

@@ -8,11 +8,78 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 namespace {
 
 using namespace walhook::relay;
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// "; did you mean 'x'?" for the nearest candidate close enough to be a typo, else "".
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates)
+    if (auto d = edit_distance(word, c); d < best_distance) {
+      best = &c;
+      best_distance = d;
+    }
+  return best ? "; did you mean '" + *best + "'?" : "";
+}
+
+/// An unknown command or option in argv, as one line with a suggestion ("unknown command 'sned';
+/// did you mean 'send'?"), or nullopt. Walks argv through the subcommands the way CLI11 does, so
+/// it is checked before CLI11's own first complaint (a missing required option, say) hides it.
+std::optional<std::string> unknown_word(CLI::App& app, int argc, char** argv) {
+  CLI::App* cur = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string token = argv[i];
+    if (token == "--") break;
+    if (token.size() > 1 && token[0] == '-') {
+      const std::string name = token.substr(0, token.find('='));
+      const CLI::Option* opt = nullptr;
+      for (CLI::App* a = cur; a && !opt; a = a->get_parent()) opt = a->get_option_no_throw(name);
+      if (!opt) {
+        std::vector<std::string> names;
+        for (CLI::App* a = cur; a; a = a->get_parent())
+          for (const auto* o : a->get_options())
+            for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+        return "unknown option '" + name + "'" + suggestion(name, names);
+      }
+      if (opt->get_expected_min() > 0 && token.find('=') == std::string::npos) ++i;  // its value
+      continue;
+    }
+    CLI::App* sub = nullptr;
+    std::vector<std::string> names;
+    for (auto* s : cur->get_subcommands([](CLI::App*) { return true; })) {
+      if (s->check_name(token)) sub = s;
+      names.push_back(s->get_name());
+    }
+    if (sub) {
+      cur = sub;
+      continue;
+    }
+    // A positional argument (an endpoint id) of a command without subcommands.
+    if (!names.empty()) return "unknown command '" + token + "'" + suggestion(token, names);
+  }
+  return std::nullopt;
+}
 
 void add_database_url(CLI::App* cmd, std::string& url) {
   cmd->add_option("--database-url", url, "PostgreSQL URL, e.g. postgresql://walhook@db:5432/app")
@@ -143,11 +210,15 @@ int main(int argc, char** argv) {
   c_add->add_option("--secret", add.secret, "whsec_… signing secret (default: generated)");
   c_add->add_option("--max-concurrency", add.max_concurrency, "Attempts in flight to this endpoint at most")
       ->capture_default_str();
-  c_add->add_option("--event-types", add.event_types, "Only these event types (comma-separated; default all)")->delimiter(',');
+  const char* event_types_help = "Only these event types: comma-separated, exact match of event_type (no wildcards); default all";
+  c_add->add_option("--event-types", add.event_types, event_types_help)->delimiter(',');
   c_add->add_option("--ordering", add.ordering, "none, or aggregate: one delivery in flight per aggregate_id")
       ->check(CLI::IsMember({"none", "aggregate"}))
       ->capture_default_str();
   c_add->add_option("--description", add.description, "Free text for operators");
+  long long add_contact = 0;
+  auto* o_add_contact = c_add->add_option("--contact-endpoint", add_contact,
+                                          "Endpoint that receives the walhook.endpoint.* notifications about this one");
   std::string list_url, list_tenant;
   auto* c_list = c_endpoint->add_subcommand("list", "List endpoints");
   add_database_url(c_list, list_url);
@@ -155,12 +226,50 @@ int main(int argc, char** argv) {
   std::string set_url;
   long long set_id = 0;
   std::string set_action;
-  for (const char* action : {"enable", "disable", "pause", "resume", "remove"}) {
-    auto* c = c_endpoint->add_subcommand(action, std::string(action) + " an endpoint");
+  for (auto [action, help] : {std::pair{"enable", "Enable an endpoint (closes its circuit breaker; pending deliveries due now)"},
+                              std::pair{"disable", "Disable an endpoint (its deliveries wait, pending)"},
+                              std::pair{"pause", "Pause an endpoint (its deliveries wait, pending)"},
+                              std::pair{"resume", "Resume an endpoint: closes its circuit breaker and retries its pending "
+                                                  "deliveries now (\"retry pending now\")"}}) {
+    auto* c = c_endpoint->add_subcommand(action, help);
     add_database_url(c, set_url);
     c->add_option("id", set_id, "Endpoint id")->required();
     c->callback([&set_action, action] { set_action = action; });
   }
+  bool remove_force = false;
+  auto* c_remove = c_endpoint->add_subcommand("remove", "Remove an endpoint; its pending deliveries end dead (asks first)");
+  add_database_url(c_remove, set_url);
+  c_remove->add_option("id", set_id, "Endpoint id")->required();
+  c_remove->add_flag("--force", remove_force, "Remove without asking, even with pending deliveries");
+
+  walhook::relay::operations::endpoint_update update;
+  std::string update_url, update_description, update_contact;
+  std::vector<std::string> update_types;
+  int update_concurrency = 0;
+  auto* c_update = c_endpoint->add_subcommand("update", "Change an endpoint's URL, event types, concurrency, description "
+                                                        "or contact endpoint (walhook run follows at once)");
+  add_database_url(c_update, set_url);
+  c_update->add_option("id", set_id, "Endpoint id")->required();
+  auto* o_update_url = c_update->add_option("--url", update_url, "http:// or https:// URL that receives the POSTs");
+  auto* o_update_types =
+      c_update->add_option("--event-types", update_types,
+                           "Only these event types: comma-separated, exact match of event_type (no wildcards); \"\" "
+                           "for all")
+          ->delimiter(',');
+  auto* o_update_concurrency =
+      c_update->add_option("--max-concurrency", update_concurrency, "Attempts in flight to this endpoint at most");
+  auto* o_update_description = c_update->add_option("--description", update_description, "Free text for operators");
+  auto* o_update_contact = c_update->add_option("--contact-endpoint", update_contact,
+                                                "Endpoint that receives the notifications about this one, or none");
+
+  std::string rotate_grace = "24h", rotate_secret;
+  auto* c_rotate = c_endpoint->add_subcommand(
+      "rotate-secret", "New signing secret; the old one stays valid (deliveries carry both signatures) for --grace, then "
+                       "walhook run drops it");
+  add_database_url(c_rotate, set_url);
+  c_rotate->add_option("id", set_id, "Endpoint id")->required();
+  c_rotate->add_option("--grace", rotate_grace, "How long the old secret stays valid (e.g. 24h, 90m, 7d)")->capture_default_str();
+  c_rotate->add_option("--secret", rotate_secret, "The new whsec_… secret (default: generated)");
 
   // send
   send_args send;
@@ -173,15 +282,28 @@ int main(int argc, char** argv) {
   c_send->add_option("--aggregate-id", send.aggregate_id, "Entity id, for per-aggregate ordering");
 
   // status
-  std::string status_url;
-  bool status_json = false;
+  status_args status;
   auto* c_status = app.add_subcommand("status", "Per-endpoint pending, in flight, oldest pending age, failures");
-  add_database_url(c_status, status_url);
-  c_status->add_flag("--json", status_json, "One JSON object per endpoint");
+  add_database_url(c_status, status.database_url);
+  c_status->add_flag("--json", status.json, "One JSON object per endpoint (absent values are null)");
+  c_status->add_option("--admin-url", status.admin_url,
+                       "http://HOST:PORT of the running walhook's --admin-listen: show its live queued and in_flight")
+      ->envname("WALHOOK_ADMIN_URL");
+  c_status->add_option("--admin-token-file", status.admin_token_file, "File with the admin API's bearer token");
+
+  // resend
+  std::string resend_url, resend_event;
+  long long resend_endpoint = 0;
+  auto* c_resend = app.add_subcommand(
+      "resend", "Send one event to one endpoint again, whatever happened before (same webhook-id, due now)");
+  add_database_url(c_resend, resend_url);
+  c_resend->add_option("--endpoint", resend_endpoint, "Endpoint id")->required();
+  c_resend->add_option("--event", resend_event, "Event id (walhook.outbox.id, the webhook-id)")->required();
 
   // replay
   replay_args replay;
-  auto* c_replay = app.add_subcommand("replay", "Send dead (or a disabled endpoint's pending) deliveries again");
+  auto* c_replay = app.add_subcommand("replay", "Send dead letters (or a disabled endpoint's pending deliveries) again; "
+                                                "pending ones are retried now by endpoint resume");
   add_database_url(c_replay, replay.database_url);
   long long replay_delivery = 0, replay_endpoint = 0;
   auto* o_delivery = c_replay->add_option("--delivery", replay_delivery, "One delivery id");
@@ -238,6 +360,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0)  // not --help or --version
+      if (auto unknown = unknown_word(app, argc, argv)) {
+        std::cerr << "walhook: " << *unknown << "\n";
+        return e.get_exit_code();
+      }
     return app.exit(e);
   }
   if (!log_level.empty()) {
@@ -278,11 +405,41 @@ int main(int argc, char** argv) {
       run.retention = hours{retention_days * 24};
       return cmd_run(std::move(run));
     }
-    if (c_add->parsed()) return cmd_endpoint_add(add);
+    if (c_add->parsed()) {
+      if (o_add_contact->count()) add.contact_endpoint_id = add_contact;
+      return cmd_endpoint_add(add);
+    }
     if (c_list->parsed()) return cmd_endpoint_list(list_url, list_tenant);
     if (!set_action.empty()) return cmd_endpoint_set(set_url, set_action, set_id);
+    if (c_remove->parsed()) return cmd_endpoint_remove(set_url, set_id, remove_force);
+    if (c_update->parsed()) {
+      if (o_update_url->count()) update.url = update_url;
+      if (o_update_types->count()) {
+        const bool all = std::all_of(update_types.begin(), update_types.end(), [](const auto& t) { return t.empty(); });
+        update.event_types = all ? std::vector<std::string>{} : update_types;  // --event-types "": all types
+      }
+      if (o_update_concurrency->count()) update.max_concurrency = update_concurrency;
+      if (o_update_description->count()) update.description = update_description;
+      if (o_update_contact->count()) {
+        if (update_contact == "none") {
+          update.contact_endpoint_id = std::optional<std::int64_t>{};
+        } else {
+          try {
+            std::size_t used = 0;
+            update.contact_endpoint_id = std::optional<std::int64_t>{std::stoll(update_contact, &used)};
+            if (used != update_contact.size()) throw std::invalid_argument("trailing");
+          } catch (const std::logic_error&) {
+            throw cli_error("--contact-endpoint must be an endpoint id or none");
+          }
+        }
+      }
+      return cmd_endpoint_update(set_url, set_id, update);
+    }
+    if (c_rotate->parsed())
+      return cmd_endpoint_rotate_secret(set_url, set_id, parse_duration(rotate_grace, "--grace"), rotate_secret);
     if (c_send->parsed()) return cmd_send(send);
-    if (c_status->parsed()) return cmd_status(status_url, status_json);
+    if (c_status->parsed()) return cmd_status(status);
+    if (c_resend->parsed()) return cmd_resend(resend_url, resend_endpoint, resend_event);
     if (c_replay->parsed()) {
       if (o_delivery->count()) replay.delivery_id = replay_delivery;
       if (o_endpoint->count()) replay.endpoint_id = replay_endpoint;
@@ -292,11 +449,14 @@ int main(int argc, char** argv) {
     if (c_reshard->parsed()) return cmd_reshard(reshard);
     if (c_events->parsed()) return cmd_events(events);
     if (c_demo->parsed()) return cmd_demo(demo);
-  } catch (const cli_error& e) {
-    std::cerr << "walhook: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "walhook: " << e.what() << "\n";
+    // walhook run writes JSON log lines only, its fatal errors too; the other commands talk to
+    // a person.
+    if (c_run->parsed()) {
+      walhook::log::error("run.failed", {{"error", std::string(e.what())}});
+    } else {
+      std::cerr << "walhook: " << e.what() << "\n";
+    }
     return 1;
   }
   return 0;

@@ -515,6 +515,13 @@ asio::awaitable<boost::system::result<long>> state_store::delete_expired(std::ch
   co_return std::stol(std::string(res->value(0, 0)));
 }
 
+asio::awaitable<boost::system::result<long>> state_store::drop_expired_secrets() {
+  pg::params args{};
+  auto res = co_await impl_->read(statements::drop_expired_secrets, std::move(args));
+  if (!res) co_return res.error();
+  co_return res->affected();
+}
+
 asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::load_health() {
   pg::params args{};
   auto res = co_await impl_->read(statements::load_health, std::move(args));

@@ -175,6 +175,9 @@ class state_store final : public store {
   /// deliveries whose event is older than `age`. Returns the rows deleted (repeat while it
   /// returns `batch`).
   boost::asio::awaitable<boost::system::result<long>> delete_expired(std::chrono::hours age, int batch);
+  /// Ends rotations whose grace period is over: those endpoints keep only their first (new)
+  /// secret. Returns how many endpoints changed.
+  boost::asio::awaitable<boost::system::result<long>> drop_expired_secrets();
 
   /// Every row of walhook.endpoint_health (breaker state at session start).
   boost::asio::awaitable<boost::system::result<std::vector<health_write>>> load_health();

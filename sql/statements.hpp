@@ -32,6 +32,7 @@ extern const std::string_view recovery_done;           ///< $1 id, $2 events, $3
 extern const std::string_view shard_layout;            ///< → the number of shards
 extern const std::string_view clear_removed_endpoints; ///< (a new slot)
 extern const std::string_view delete_expired;          ///< $1 hours, $2 batch → rows deleted
+extern const std::string_view drop_expired_secrets;    ///< → command tag count (endpoints whose old secrets went)
 extern const std::string_view load_health;             ///< → endpoint_health rows
 extern const std::string_view load_endpoints;          ///< $1/$2 shard → endpoints rows
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)

@@ -53,8 +53,9 @@ TEST_CASE("bad flags and unreachable databases") {
 
   int closed = relay::free_tcp_port();
   auto refused = run_cli({"run", "--database-url", "postgresql://postgres@127.0.0.1:" + std::to_string(closed) + "/x"});
-  CHECK(refused.code == 1);
-  CHECK(refused.output.starts_with("walhook: cannot connect to PostgreSQL:"));
+  CHECK(refused.code == 1);  // run's fatal errors are JSON log lines, like every other line of run
+  CHECK(refused.output.starts_with(R"({"ts":)"));
+  CHECK(refused.output.find(R"("level":"error","msg":"run.failed","error":"cannot connect to PostgreSQL:)") != std::string::npos);
   CHECK(one_line(refused.output));
 
   auto bad_json = run_cli({"send", "--database-url", "postgresql://x", "--tenant", "t", "--type", "x", "--data", "{nope"});
@@ -65,9 +66,12 @@ TEST_CASE("bad flags and unreachable databases") {
 TEST_CASE("a database that was never migrated, and a role without REPLICATION") {
   auto& pg = test::cluster();
   pg.psql("CREATE DATABASE never_migrated");
-  auto unmigrated = run_cli({"run", "--database-url", pg.url("never_migrated")});
+  auto unmigrated = run_cli({"status", "--database-url", pg.url("never_migrated")});
   CHECK(unmigrated.code == 1);
   CHECK(unmigrated.output == "walhook: the walhook schema is missing: run `walhook migrate` first\n");
+  auto unmigrated_run = run_cli({"run", "--database-url", pg.url("never_migrated")});
+  CHECK(unmigrated_run.code == 1);
+  CHECK(unmigrated_run.output.find(R"("error":"the walhook schema is missing: run `walhook migrate` first")") != std::string::npos);
 
   std::string url = test::fresh_database("privileges");
   pg.psql("CREATE ROLE plain LOGIN");
@@ -102,8 +106,9 @@ TEST_CASE("wal_level not logical") {
   CHECK(migrate.output.find("wal_level is 'replica': walhook needs wal_level = logical") != std::string::npos);
   auto run = run_cli({"run", "--database-url", replica.url()});
   CHECK(run.code == 1);
-  CHECK(run.output == "walhook: wal_level is 'replica': walhook needs wal_level = logical "
-                      "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)\n");
+  CHECK(run.output.find(R"("msg":"run.failed","error":"wal_level is 'replica': walhook needs wal_level = logical )"
+                       R"x((ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)"})x") != std::string::npos);
+  CHECK(one_line(run.output));
 }
 
 TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish events") {

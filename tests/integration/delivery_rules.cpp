@@ -320,7 +320,7 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
         "HTTP 302 redirect to http://x/caf%E9%FF not followed");
   CHECK(walhook.count_in_log("state_store.write_failed") == 0);
 
-  REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep)}) == 0);
+  REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep), "--force"}) == 0);
   pg::params id{std::to_string(ep)};
   CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", id) == "0");
   walhook.signal(SIGTERM);

@@ -1,0 +1,447 @@
+// The operator's CLI (issue 11): endpoint update and rotate-secret followed by a running walhook,
+// remove's confirmation, status's nulls, breaker pause and live numbers, typo suggestions, run's
+// fatal errors as JSON, and resend (relay/operations.hpp) of a first-try success that left no row.
+
+#include "delivery/signing.hpp"
+#include "relay/operations.hpp"
+#include "tests/harness/harness.hpp"
+#include "tests/support/scripted_http_server.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct setup : test::scenario {
+  using scenario::scenario;
+  std::string publish(const std::string& tenant, const std::string& type, const std::string& data,
+                      const std::optional<std::string>& merge_key = {}) {
+    pg::params p{tenant, type, data, merge_key};
+    return value("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4)", p);
+  }
+  /// `walhook <args> --database-url <url>`: exit code; output in last_output.
+  int cli(std::vector<std::string> args) {
+    args.push_back("--database-url");
+    args.push_back(url);
+    return test::run_walhook(args, last_output);
+  }
+  std::string last_output;
+};
+
+/// Lines of `walhook status --json`, by endpoint id.
+std::map<long long, std::string> status_lines(const std::string& output) {
+  std::map<long long, std::string> out;
+  simdjson::dom::parser parser;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    simdjson::dom::element doc;
+    REQUIRE_MESSAGE(parser.parse(line).get(doc) == simdjson::SUCCESS, line);
+    out[int64_t(doc["endpoint_id"])] = line;
+  }
+  return out;
+}
+
+std::size_t signatures(const std::string& header) {
+  std::size_t n = 0;
+  for (auto p = header.find("v1,"); p != std::string::npos; p = header.find("v1,", p + 1)) ++n;
+  return n;
+}
+
+bool signed_by(const relay::received_request& r, const std::string& secret) {
+  auto key = delivery::parse_secret(secret);
+  REQUIRE(key.has_value());
+  const delivery::signing_key keys[] = {*key};
+  return delivery::verify(keys, r.webhook_id, r.webhook_timestamp, r.body, r.webhook_signature);
+}
+
+/// Runs walhook on a pseudo-terminal, answers its question with `answer` once it is asked, and
+/// returns {exit code, everything it wrote}.
+std::pair<int, std::string> run_on_terminal(const std::vector<std::string>& args, const std::string& answer) {
+  std::vector<std::string> argv{test::walhook_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  std::string seen;
+  bool answered = false;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[512];
+    const auto n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO: the child closed the terminal
+    seen.append(buf, static_cast<std::size_t>(n));
+    if (!answered && seen.find("[y/N] ") != std::string::npos) {
+      const std::string line = answer + "\n";
+      REQUIRE(::write(master, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+      answered = true;
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), seen};
+}
+
+}  // namespace
+
+TEST_CASE("endpoint update: the columns change and the running walhook follows (the next delivery goes to the new URL)") {
+  setup s("op_update");
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/old"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(s.url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "order.paid", "{}");
+  REQUIRE(test::eventually([&] { return s.received("/old").size() == 1; }, 20s));
+
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--url", s.rcv->url("/new"), "--event-types",
+                 "order.paid, order.shipped", "--max-concurrency", "2", "--description", "moved"}) == 0);
+  CHECK(s.last_output.find(fmt::format("endpoint {}: updated", ep)) != std::string::npos);
+  CHECK(s.last_output.find("url, event_types, max_concurrency, description") != std::string::npos);
+  pg::params id{std::to_string(ep)};
+  CHECK(s.value("SELECT url || ' ' || array_to_string(event_types, ',') || ' ' || max_concurrency || ' ' || description "
+                "FROM walhook.endpoints WHERE id = $1",
+                id) == s.rcv->url("/new") + " order.paid,order.shipped 2 moved");
+
+  // The stream carries the change: a later event goes to the new URL, a type not listed nowhere.
+  std::string filtered_out = s.publish("t", "order.created", "{}");
+  std::string paid;
+  CHECK(test::eventually(
+      [&] {
+        if (paid.empty()) paid = s.publish("t", "order.paid", "{}");
+        return s.received("/new").size() == 1;
+      },
+      20s));
+  CHECK(s.received("/new").front().webhook_id == paid);
+  CHECK(s.received("/old").size() == 1);
+
+  // Back to all types; a contact endpoint that does not exist is refused; nothing given is refused.
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--event-types", ""}) == 0);
+  CHECK(s.value("SELECT event_types IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
+  CHECK(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", "9999"}) == 1);
+  CHECK(s.last_output == "walhook: --contact-endpoint: no endpoint with id 9999\n");
+  CHECK(s.cli({"endpoint", "update", std::to_string(ep)}) == 1);
+  CHECK(s.last_output.starts_with("walhook: nothing to update"));
+  CHECK(s.cli({"endpoint", "update", std::to_string(ep), "--url", "ftp://x"}) == 1);
+  CHECK(s.last_output.starts_with("walhook: --url must be an absolute http:// or https:// URL"));
+  long long contact = test::add_endpoint(s.db, "t", s.rcv->url("/contact"), delivery::generate_secret(), {"none"});
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", std::to_string(contact)}) == 0);
+  CHECK(s.value("SELECT contact_endpoint_id FROM walhook.endpoints WHERE id = $1", id) == std::to_string(contact));
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", "none"}) == 0);
+  CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
+  (void)filtered_out;
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("endpoint rotate-secret: both secrets sign during the grace period, then walhook drops the old one") {
+  setup s("op_rotate");
+  const std::string old_secret = delivery::generate_secret();
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/r"), old_secret);
+  test::walhook_process walhook(test::run_args(s.url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  const std::string new_secret = delivery::generate_secret();
+  REQUIRE(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--grace", "4s", "--secret", new_secret}) == 0);
+  CHECK(s.last_output.starts_with("secret: " + new_secret + "\n"));
+  CHECK(s.last_output.find("the old one(s) until 20") != std::string::npos);
+  pg::params id{std::to_string(ep)};
+  CHECK(s.value("SELECT secret FROM walhook.endpoints WHERE id = $1", id) == new_secret + " " + old_secret);
+  CHECK(s.value("SELECT secret_grace_until > now() FROM walhook.endpoints WHERE id = $1", id) == "t");
+
+  // During the grace period: two signatures, one for each secret.
+  std::string during;
+  REQUIRE(test::eventually(
+      [&] {
+        // The rotation reaches the endpoint directory through the stream; until then one signature.
+        for (const auto& r : s.received("/r"))
+          if (signatures(r.webhook_signature) == 2) return true;
+        s.publish("t", "x", "{}");
+        return false;
+      },
+      20s, 200ms));
+  for (const auto& r : s.received("/r")) {
+    if (signatures(r.webhook_signature) != 2) continue;
+    CHECK(signed_by(r, old_secret));
+    CHECK(signed_by(r, new_secret));
+  }
+  // After it: walhook run keeps only the new secret, and signs with it alone.
+  REQUIRE(test::eventually(
+      [&] { return s.value("SELECT secret || ' ' || (secret_grace_until IS NULL) FROM walhook.endpoints WHERE id = $1", id) ==
+                   new_secret + " true"; },
+      20s, 200ms));
+  CHECK(walhook.count_in_log("\"secrets.old_dropped\"") == 1);
+  s.rcv->clear();
+  REQUIRE(test::eventually(
+      [&] {
+        for (const auto& r : s.received("/r"))
+          if (signatures(r.webhook_signature) == 1 && signed_by(r, new_secret) && !signed_by(r, old_secret)) return true;
+        s.publish("t", "x", "{}");
+        return false;
+      },
+      20s, 200ms));
+
+  CHECK(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--grace", "soon"}) == 1);
+  CHECK(s.last_output.find("--grace soon: give a duration") != std::string::npos);
+  CHECK(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--secret", new_secret}) == 1);
+  CHECK(s.last_output == "walhook: --secret is already one of the endpoint's secrets\n");
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("endpoint remove: refuses without --force when pending deliveries would end dead and no one can confirm") {
+  setup s("op_remove");
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/x"), delivery::generate_secret());
+  long long idle = test::add_endpoint(s.db, "t", s.rcv->url("/y"), delivery::generate_secret());
+  for (int i = 0; i < 3; ++i) {
+    std::string event = s.publish("t", "x", "{}");
+    pg::params p{std::to_string(ep), event};
+    s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "
+              "VALUES ($1, $2::uuid, 'pending', now() + interval '1 hour', now())",
+              p);
+  }
+  // stdin is /dev/null here: not a terminal.
+  CHECK(s.cli({"endpoint", "remove", std::to_string(ep)}) == 1);
+  CHECK(s.last_output == fmt::format("walhook: endpoint {} has 3 pending deliveries; they end dead. Not removed: confirm "
+                                     "on a terminal, or give --force\n",
+                                     ep));
+  pg::params id{std::to_string(ep)};
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "1");
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'", id) == "3");
+
+  // On a terminal it asks; anything but y keeps the endpoint.
+  const std::vector<std::string> remove{"endpoint", "remove", std::to_string(ep), "--database-url", s.url};
+  auto [declined, asked] = run_on_terminal(remove, "n");
+  CHECK(declined == 1);
+  CHECK(asked.find(fmt::format("endpoint {} has 3 pending deliveries; they end dead. Remove it? [y/N] ", ep)) != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "1");
+  long long confirmed_ep = test::add_endpoint(s.db, "t", s.rcv->url("/z"), delivery::generate_secret());
+  s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "
+            "VALUES ($1, gen_random_uuid(), 'pending', now(), now())",
+            pg::params{std::to_string(confirmed_ep)});
+  auto [confirmed, said] =
+      run_on_terminal({"endpoint", "remove", std::to_string(confirmed_ep), "--database-url", s.url}, "y");
+  CHECK(confirmed == 0);
+  CHECK(said.find(fmt::format("endpoint {}: removed; 1 open delivery ended dead", confirmed_ep)) != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(confirmed_ep)}) == "0");
+
+  REQUIRE(s.cli({"endpoint", "remove", std::to_string(ep), "--force"}) == 0);
+  CHECK(s.last_output == fmt::format("endpoint {}: removed; 3 open deliveries ended dead\n", ep));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", id) == "0");
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "0");
+  // Nothing to lose: no question.
+  REQUIRE(s.cli({"endpoint", "remove", std::to_string(idle)}) == 0);
+  CHECK(s.cli({"endpoint", "remove", std::to_string(idle)}) == 1);
+  CHECK(s.last_output == fmt::format("walhook: no endpoint with id {}\n", idle));
+}
+
+TEST_CASE("status: a breaker-paused endpoint shows as paused; --json writes null for absent values; live numbers via --admin-url") {
+  setup s("op_status");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  long long bad = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
+  long long good = test::add_endpoint(s.db, "t", s.rcv->url("/up"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--breaker-threshold", "1", "--breaker-pause-s", "3600"}));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "x", "{}");
+  pg::params id{std::to_string(bad)};
+  REQUIRE(test::eventually(
+      [&] { return s.value("SELECT paused_until > now() FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "t"; }, 20s));
+  REQUIRE(test::eventually([&] { return s.received("/up").size() == 1; }, 20s));
+
+  REQUIRE(s.cli({"status", "--json"}) == 0);
+  auto rows = status_lines(s.last_output);
+  REQUIRE(rows.size() == 2);
+  simdjson::dom::parser parser;
+  simdjson::dom::element paused = parser.parse(rows[bad]);
+  CHECK(std::string_view(paused["status"]) == "active");
+  CHECK(bool(paused["paused_by_breaker"]));
+  CHECK(std::string_view(paused["paused_until"]).ends_with("Z"));
+  CHECK(std::string_view(paused["last_error"]).find("503") != std::string_view::npos);
+  CHECK(paused["disabled_reason"].is_null());
+  CHECK(paused["queued"].is_null());     // no --admin-url: the live numbers are unknown, not 0
+  CHECK(paused["in_flight"].is_null());
+  CHECK(int64_t(paused["pending"]) == 1);
+  simdjson::dom::parser parser2;
+  simdjson::dom::element healthy = parser2.parse(rows[good]);
+  CHECK(!bool(healthy["paused_by_breaker"]));
+  for (const char* absent : {"paused_until", "last_error", "disabled_reason"}) {
+    CAPTURE(absent);
+    CHECK(healthy[absent].is_null());
+  }
+  CHECK(rows[good].find("\"\"") == std::string::npos);
+
+  REQUIRE(s.cli({"status"}) == 0);
+  std::string paused_line, healthy_line;
+  std::istringstream text(s.last_output);
+  for (std::string line; std::getline(text, line);) {
+    if (line.starts_with(fmt::format("{:>6}  ", bad))) paused_line = line;
+    if (line.starts_with(fmt::format("{:>6}  ", good))) healthy_line = line;
+  }
+  CHECK(paused_line.find("paused (breaker)") != std::string::npos);
+  CHECK(healthy_line.find("paused") == std::string::npos);
+  CHECK(s.last_output.find("give --admin-url http://HOST:PORT") != std::string::npos);
+
+  // --admin-url: the running walhook's live numbers (GET /api/endpoints, docs/api.md), with the token.
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  test::scripted_http_server api(ioc);
+  std::string authorization;
+  api.set_handler([&](const test::recorded_request& r) {
+    authorization = r.header("Authorization");
+    if (r.target != "/api/endpoints") return test::scripted_action::respond(404);
+    return test::scripted_action::respond(
+        200, {"Content-Type: application/json"},
+        fmt::format(R"({{"endpoints": [{{"id": {}, "queued": 7, "in_flight": 3}}, {{"id": {}, "queued": 0, "in_flight": 0}}]}})",
+                    bad, good));
+  });
+  auto work = asio::make_work_guard(ioc);
+  std::thread server([&] { ioc.run(); });
+  const auto token_file = std::filesystem::temp_directory_path() / fmt::format("walhook-token-{}", ::getpid());
+  std::ofstream(token_file) << "t0ken\n";
+  std::string base = api.url("/");
+  base.pop_back();
+  int rc = s.cli({"status", "--json", "--admin-url", base, "--admin-token-file", token_file.string()});
+  const std::string live_output = s.last_output;
+  int text_rc = s.cli({"status", "--admin-url", base, "--admin-token-file", token_file.string()});
+  const std::string live_text = s.last_output;
+  work.reset();
+  ioc.stop();
+  server.join();
+  std::filesystem::remove(token_file);
+  REQUIRE(rc == 0);
+  CHECK(text_rc == 0);
+  CHECK(authorization == "Bearer t0ken");
+  auto live = status_lines(live_output);
+  simdjson::dom::parser parser3;
+  simdjson::dom::element l = parser3.parse(live[bad]);
+  CHECK(int64_t(l["queued"]) == 7);
+  CHECK(int64_t(l["in_flight"]) == 3);
+  CHECK(live_text.find("give --admin-url") == std::string::npos);
+
+  // A walhook that does not answer: the rows still show, with a line saying why the live numbers do not.
+  int closed = relay::free_tcp_port();
+  REQUIRE(s.cli({"status", "--json", "--admin-url", fmt::format("http://127.0.0.1:{}", closed)}) == 0);
+  CHECK(s.last_output.find("walhook: live numbers not shown: --admin-url") != std::string::npos);
+  CHECK(s.last_output.find("\"queued\":null") != std::string::npos);
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+}
+
+TEST_CASE("typos get the nearest command or option; run's fatal errors are JSON log lines") {
+  std::string out;
+  CHECK(test::run_walhook({"sned"}, out) != 0);
+  CHECK(out == "walhook: unknown command 'sned'; did you mean 'send'?\n");
+  CHECK(test::run_walhook({"send", "--tenat", "x"}, out) != 0);
+  CHECK(out == "walhook: unknown option '--tenat'; did you mean '--tenant'?\n");
+  CHECK(test::run_walhook({"endpoint", "rotate-secrte", "1"}, out) != 0);
+  CHECK(out == "walhook: unknown command 'rotate-secrte'; did you mean 'rotate-secret'?\n");
+  CHECK(test::run_walhook({"frobnicate"}, out) != 0);
+  CHECK(out == "walhook: unknown command 'frobnicate'\n");  // nothing near enough to suggest
+  CHECK(test::run_walhook({"endpoint", "add", "--help"}, out) == 0);
+  CHECK(out.find("comma-separated, exact match of event_type (no wildcards); default all") != std::string::npos);
+
+  int closed = relay::free_tcp_port();
+  CHECK(test::run_walhook({"run", "--database-url", fmt::format("postgresql://postgres@127.0.0.1:{}/x", closed)}, out) == 1);
+  simdjson::dom::parser parser;
+  simdjson::dom::element line;
+  REQUIRE_MESSAGE(parser.parse(out).get(line) == simdjson::SUCCESS, out);
+  CHECK(std::string_view(line["level"]) == "error");
+  CHECK(std::string_view(line["msg"]) == "run.failed");
+  CHECK(std::string_view(line["error"]).starts_with("cannot connect to PostgreSQL:"));
+}
+
+TEST_CASE("resend: a first-try success left no row; resend delivers the same webhook-id again") {
+  setup s("op_resend");
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/c"), delivery::generate_secret());
+  long long other_tenant = test::add_endpoint(s.db, "u", s.rcv->url("/u"), delivery::generate_secret());
+  test::walhook_process walhook(test::run_args(s.url, s.slot));  // --record failed (the default)
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  std::string event = s.publish("t", "x", R"({"n": 1})");
+  REQUIRE(test::eventually([&] { return s.received("/c").size() == 1; }, 20s));
+  pg::params key{std::to_string(ep), event};
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND event_id = $2::uuid", key) == "0");
+
+  relay::blocking_db db(s.url);  // as the admin API does: its own connection, reused across actions
+  auto c = relay::operations::resend(db, ep, event);
+  CHECK(c.endpoint_id == ep);
+  CHECK(c.action == "resent");
+  CHECK(c.deliveries == 1);
+  CHECK(c.note.empty());
+  REQUIRE(test::eventually([&] { return s.received("/c").size() == 2; }, 20s));
+  auto got = s.received("/c");
+  CHECK(got[1].webhook_id == event);
+  CHECK(got[1].body == got[0].body);
+  CHECK(test::eventually(
+      [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1 AND event_id = $2::uuid", key) == "delivered"; },
+      20s));
+  // A delivered row: again.
+  relay::operations::resend(db, ep, event);
+  REQUIRE(test::eventually([&] { return s.received("/c").size() == 3; }, 20s));
+
+  // Refusals, each leaving the connection usable.
+  CHECK_THROWS_WITH(relay::operations::resend(db, other_tenant, event),
+                    doctest::Contains(fmt::format("is of tenant 't', endpoint {} of tenant 'u'", other_tenant).c_str()));
+  CHECK_THROWS_WITH(relay::operations::resend(db, ep, "00000000-0000-0000-0000-000000000000"),
+                    doctest::Contains("no event 00000000-0000-0000-0000-000000000000 in walhook.outbox"));
+  CHECK_THROWS_WITH(relay::operations::resend(db, 9999, event), "no endpoint with id 9999");
+  CHECK_THROWS_WITH(relay::operations::resend(db, ep, "nope"), doctest::Contains("is not a UUID"));
+  walhook.signal(SIGTERM);
+  CHECK(walhook.wait(30s) == 0);
+
+  // With walhook stopped, rows set by hand: an attempt in flight, a newer state of the merge key pending.
+  s.db.exec("UPDATE walhook.deliveries SET status = 'sending' WHERE endpoint_id = $1 AND event_id = $2::uuid", key);
+  CHECK_THROWS_WITH(relay::operations::resend(db, ep, event), doctest::Contains("is in flight now"));
+  std::string older = s.publish("t", "state", R"({"v": 1})", "entity-1");
+  std::string newer = s.publish("t", "state", R"({"v": 2})", "entity-1");
+  s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, merge_key, status, next_attempt_at, event_created_at) "
+            "VALUES ($1, $2::uuid, 'entity-1', 'pending', now() + interval '1 hour', now())",
+            pg::params{std::to_string(ep), newer});
+  CHECK_THROWS_WITH(relay::operations::resend(db, ep, older),
+                    doctest::Contains(
+                        fmt::format("a newer state of merge key 'entity-1' is pending for endpoint {} (event {})", ep, newer).c_str()));
+  // The pending one itself may be resent (it becomes due now).
+  auto again = relay::operations::resend(db, ep, newer);
+  CHECK(again.deliveries == 1);
+  CHECK(s.value("SELECT next_attempt_at <= now() FROM walhook.deliveries WHERE endpoint_id = $1 AND event_id = $2::uuid",
+                pg::params{std::to_string(ep), newer}) == "t");
+  // A paused endpoint: resent, with a note saying when it goes out.
+  relay::operations::set_status(db, ep, "pause");
+  s.db.exec("UPDATE walhook.deliveries SET status = 'dead' WHERE endpoint_id = $1 AND event_id = $2::uuid", key);
+  auto paused = relay::operations::resend(db, ep, event);
+  CHECK(paused.note.find("is paused: they go out after `walhook endpoint resume") != std::string::npos);
+  // SHA-256 of the decoded keys (computed independently with Python's hashlib).
+  CHECK(relay::operations::secret_fingerprints("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=") ==
+        "sha256:f74e1720b761 sha256:d504fb47186b");
+  CHECK(relay::operations::secret_fingerprints("not a secret").empty());
+}
