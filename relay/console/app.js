@@ -97,8 +97,8 @@
     return el('time', { datetime: iso, title: fmtUtc(iso) }, full ? fmtUtc(iso) + ' (' + rel + ')' : rel);
   }
 
-  // GET /api/endpoints/{id} has `dead` twice in docs/api.md (the count, then the list of dead
-  // letters; JSON.parse keeps the last): read either shape, and `dead_letters` if the list moves there.
+  // GET /api/endpoints/{id}: `dead` is the count, `dead_letters` the newest 50 (docs/api.md);
+  // an older draft had the list under `dead`, read that too.
   function deadLetters(e) {
     return Array.isArray(e.dead_letters) ? e.dead_letters : Array.isArray(e.dead) ? e.dead : [];
   }
@@ -735,7 +735,8 @@
                 const d = x.delivery || null;
                 const outcomes = x.recent_outcomes || [];
                 const attempts = d ? d.attempts : outcomes.length ? Math.max(...outcomes.map((o) => o.attempt || 0)) : null;
-                const when = d ? (d.delivered_at || d.last_attempt_at || d.created_at) : outcomes.length ? outcomes[0].at : null;
+                const newest = outcomes.length ? outcomes[outcomes.length - 1] : null;  // oldest first
+                const when = d ? (d.delivered_at || d.last_attempt_at || d.created_at) : newest ? newest.at : null;
                 const endpoint = { id: x.endpoint_id, url: x.url };
                 return el('tr', { dataset: { endpointId: x.endpoint_id } },
                   el('td', {}, el('a', { href: endpointHref(x.endpoint_id) }, String(x.endpoint_id))),
@@ -744,7 +745,7 @@
                   el('td', {}, statusBadge(x.verdict || 'unknown')),
                   el('td', { class: 'num' }, numNode(attempts)),
                   el('td', {}, timeNode(when)),
-                  el('td', { class: 'num' }, httpStatusNode(d ? d.last_status : outcomes.length ? outcomes[0].http_status : null)),
+                  el('td', { class: 'num' }, httpStatusNode(d ? d.last_status : newest ? newest.http_status : null)),
                   el('td', {}, errorText(d ? d.last_error : null)),
                   el('td', {}, outcomeSummary(outcomes)),
                   el('td', {}, resendButton(endpoint, eventId, load)));
