@@ -2,6 +2,7 @@
 
 #include "common/task_group.hpp"
 #include "common/log.hpp"
+#include "relay/console_assets.hpp"
 #include "relay/engine.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -43,7 +44,20 @@ tcp::endpoint parse_listen(const std::string& listen) {
   if (port > 65535) throw std::runtime_error("--admin-listen port out of range: " + listen);
   boost::system::error_code ec;
   auto address = host.empty() ? asio::ip::address(asio::ip::address_v6::any()) : asio::ip::make_address(host, ec);
-  if (ec) throw std::runtime_error("--admin-listen has an invalid address: " + host);
+  if (ec) {
+    // A name ("localhost"): its first IPv4 address, else its first address.
+    asio::io_context ioc;
+    tcp::resolver resolver(ioc);
+    boost::system::error_code rec;
+    auto found = resolver.resolve(host, "", rec);
+    if (rec || found.empty()) throw std::runtime_error("--admin-listen has an invalid address: " + host);
+    address = found.begin()->endpoint().address();
+    for (const auto& r : found)
+      if (r.endpoint().address().is_v4()) {
+        address = r.endpoint().address();
+        break;
+      }
+  }
   return {address, static_cast<unsigned short>(port)};
 }
 
@@ -58,8 +72,8 @@ bool is_resource_exhaustion(const boost::system::error_code& ec) {
 }  // namespace
 
 struct admin_server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e)
-      : executor(ex), acceptor(ex), wake(ex), eng(e), tasks(ex) {
+  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e, admin_access access)
+      : executor(ex), acceptor(ex), wake(ex), eng(e), api(ex, e, std::move(access)), tasks(ex) {
     boost::system::error_code ec;
     acceptor.open(at.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -72,6 +86,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   /// The accept loop waits on it: for a session to end (at the cap), or out its backoff.
   asio::steady_timer wake;
   engine& eng;
+  admin_api api;
   task_group tasks;  ///< the accept loop and every connection's session
   std::size_t sessions = 0;  ///< admin connections open now, ≤ max_admin_connections
   /// Each session's connection and whether it waits idle for a request (and since when).
@@ -175,36 +190,84 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       if (ec) co_return;
       http::response<http::string_body> res{http::status::ok, req.version()};
       res.set(http::field::server, "walhook");
-      std::string_view target(req.target().data(), req.target().size());
-      if (req.method() != http::verb::get) {
-        res.result(http::status::method_not_allowed);
-        res.body() = "GET only\n";
-      } else if (target == "/metrics") {
-        res.set(http::field::content_type, "text/plain; version=0.0.4");
-        res.body() = co_await eng.metrics_text();
-      } else if (target == "/healthz") {
-        res.body() = "ok\n";
-      } else if (target == "/readyz") {
-        bool ready = eng.streaming();
-        res.result(ready ? http::status::ok : http::status::service_unavailable);
-        res.body() = ready ? "streaming\n" : "not streaming (standby or reconnecting)\n";
-        if (auto wal = eng.slot_at_risk())
-          res.body() += "slot at risk: wal_status " + *wal + " (it keeps more WAL than PostgreSQL guarantees)\n";
-      } else {
-        res.result(http::status::not_found);
-        res.body() = "try /metrics, /healthz or /readyz\n";
-      }
+      co_await respond(req, res, stream);
+      // HEAD: the GET's headers (its Content-Length included), no body.
+      const bool head = req.method() == http::verb::head;
       res.keep_alive(req.keep_alive());
       res.prepare_payload();
+      if (head) {
+        const auto length = res.body().size();
+        res.body().clear();
+        res.content_length(length);
+      }
       stream.expires_after(admin_read_deadline);
       auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
       if (wec || !req.keep_alive()) co_return;
     }
   }
+
+  /// The answer to one request, body included (a HEAD's is dropped by the caller).
+  asio::awaitable<void> respond(const http::request<http::string_body>& req, http::response<http::string_body>& res,
+                                beast::tcp_stream& stream) {
+    std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (path.starts_with("/api/") || path == "/api") {
+      api_request a;
+      a.method = std::string(req.method_string());
+      a.target = std::string(target);
+      a.host = std::string(req[http::field::host]);
+      a.authorization = std::string(req[http::field::authorization]);
+      a.content_type = std::string(req[http::field::content_type]);
+      a.operator_name = std::string(req["X-Walhook-Operator"]);
+      boost::system::error_code ec;
+      auto peer = stream.socket().remote_endpoint(ec);
+      if (!ec) a.remote = peer.address().to_string();
+      a.body = req.body();
+      auto answer = co_await api.handle(a);
+      res.result(static_cast<http::status>(answer.status));
+      res.set(http::field::content_type, "application/json");
+      res.set(http::field::cache_control, "no-store");
+      res.body() = std::move(answer.body);
+      co_return;
+    }
+    if (!get) {
+      res.result(http::status::method_not_allowed);
+      res.set(http::field::allow, "GET, HEAD");
+      res.body() = "GET or HEAD only\n";
+    } else if (path == "/" || path == "/console") {
+      res.result(http::status::found);
+      res.set(http::field::location, "/console/");
+      res.body() = "the console is at /console/\n";
+    } else if (path.starts_with("/console/")) {
+      if (auto asset = find_console_asset(path.substr(std::string_view("/console").size()))) {
+        res.set(http::field::content_type, asset->content_type);
+        res.set(http::field::cache_control, "no-cache");
+        res.body() = std::string(asset->body);
+      } else {
+        res.result(http::status::not_found);
+        res.body() = "no such console page\n";
+      }
+    } else if (target == "/metrics") {
+      res.set(http::field::content_type, "text/plain; version=0.0.4");
+      res.body() = co_await eng.metrics_text();
+    } else if (target == "/healthz") {
+      res.body() = "ok\n";
+    } else if (target == "/readyz") {
+      bool ready = eng.streaming();
+      res.result(ready ? http::status::ok : http::status::service_unavailable);
+      res.body() = ready ? "streaming\n" : "not streaming (standby or reconnecting)\n";
+      if (auto wal = eng.slot_at_risk())
+        res.body() += "slot at risk: wal_status " + *wal + " (it keeps more WAL than PostgreSQL guarantees)\n";
+    } else {
+      res.result(http::status::not_found);
+      res.body() = "try /console/, /api/overview, /metrics, /healthz or /readyz\n";
+    }
+  }
 };
 
-admin_server::admin_server(asio::any_io_executor ex, const std::string& listen, engine& e)
-    : impl_(std::make_shared<impl>(ex, parse_listen(listen), e)) {
+admin_server::admin_server(asio::any_io_executor ex, const std::string& listen, engine& e, admin_access access)
+    : impl_(std::make_shared<impl>(ex, parse_listen(listen), e, std::move(access))) {
   impl_->tasks.spawn(impl_->accept_loop(), "admin accept");
 }
 
@@ -217,6 +280,7 @@ void admin_server::stop() {
   impl_->acceptor.close(ignored);
   impl_->notify();
   impl_->tasks.emit(asio::cancellation_type::terminal);  // sessions end with their connection
+  impl_->api.stop();
 }
 
 }  // namespace walhook::relay

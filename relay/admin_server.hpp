@@ -3,6 +3,9 @@
 //   GET /metrics  Prometheus text exposition of the engine (engine::metrics_text)
 //   GET /healthz  200 while the process runs
 //   GET /readyz   200 while this instance streams the slot, 503 otherwise (standby, reconnecting)
+//   /api/...      the admin API (relay/admin_api.hpp, docs/api.md), under its access rules
+//   GET /console/ the operator console's pages (relay/console_assets.hpp); / redirects there
+// HEAD answers every GET route with the GET's headers and no body.
 //
 // Bounded so it can never take what deliveries need (issue 9): at most max_admin_connections
 // at once. At the cap the connection idle longest (no request bytes since its last response)
@@ -10,6 +13,8 @@
 // stops accepting until one ends (further connections wait in the kernel's backlog). Each
 // request must arrive within admin_read_deadline (also the idle keep-alive limit); when accept(2) fails (EMFILE, ENFILE, ENOBUFS, ENOMEM) it waits 100 ms,
 // doubling to 1 s, before accepting again, and logs admin.accept_failed.
+
+#include "relay/admin_api.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -34,9 +39,10 @@ inline constexpr std::chrono::milliseconds accept_backoff_max{1000};
 
 class admin_server {
  public:
-  /// Binds `listen` ("127.0.0.1:9187", "[::1]:9187" or ":9187" for all addresses). Throws
-  /// std::runtime_error on a bad address or a port in use.
-  admin_server(boost::asio::any_io_executor ex, const std::string& listen, engine& e);
+  /// Binds `listen` ("localhost:9187", "127.0.0.1:9187", "[::1]:9187" or ":9187" for all
+  /// addresses; a name is resolved, IPv4 first). `access`: the API's rules (check_admin_access()).
+  /// Throws std::runtime_error on a bad address or a port in use.
+  admin_server(boost::asio::any_io_executor ex, const std::string& listen, engine& e, admin_access access = {});
   ~admin_server();
   unsigned short port() const;
   void stop();

@@ -777,6 +777,7 @@ int cmd_run(run_options options) {
     }
     options.http.extra_ca_pem = std::move(*pem);
   }
+  const admin_access access = check_admin_access(options);  // before anything starts
   preflight(options);
   fit_open_files(options);
   asio::io_context ioc(1);
@@ -785,11 +786,12 @@ int cmd_run(run_options options) {
   std::unique_ptr<admin_server> admin;
   if (!admin_listen.empty()) {
     try {
-      admin = std::make_unique<admin_server>(ioc.get_executor(), admin_listen, e);
+      admin = std::make_unique<admin_server>(ioc.get_executor(), admin_listen, e, access);
     } catch (const std::exception& err) {
       throw cli_error(err.what());
     }
-    log::info("admin.listening", {{"address", admin_listen}, {"port", static_cast<unsigned>(admin->port())}});
+    log::info("admin.listening", {{"address", admin_listen}, {"port", static_cast<unsigned>(admin->port())},
+                                  {"api_token", !access.token.empty()}});
   }
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   // The first signal stops gracefully; a second one during the grace period exits at once.

@@ -1,8 +1,10 @@
 #include "relay/dispatcher.hpp"
 
 #include "common/log.hpp"
+#include "delivery/outcome_class.hpp"
 #include "delivery/signing.hpp"
 #include "delivery/url.hpp"
+#include "relay/outcome_log.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -511,7 +513,16 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const bool delivered_to_removed = !ep && took && !j.row_id && !j.marked &&
                                     delivery::classify(response, now_sys, options_.outcomes.retry).kind ==
                                         delivery::verdict::delivered;
+  // The in-memory record of finished attempts (relay/outcome_log.hpp).
+  auto note = [&](const char* result) {
+    if (!options_.recent_outcomes) return;
+    options_.recent_outcomes->add({j.ev->id, id, now_sys, j.attempts + 1,
+                                   response ? static_cast<int>(response->status) : 0,
+                                   std::string(delivery::to_string(delivery::classify_outcome(response))), result,
+                                   std::chrono::duration<double>(*took).count()});
+  };
   if (delivered_to_removed) {
+    note("delivered");
     release(j);  // it arrived before the endpoint went: nothing to record
   } else if (!took || !ep || !ep->target) {
     auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
@@ -520,6 +531,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     auto outcome = delivery::classify(response, now_sys, options_.outcomes.retry);
     double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     auto d = decide(j, *ep, directory_.health(id), outcome, now_sys, unit, options_.outcomes);
+    note(d.result == verdict::delivered ? "delivered" : d.result == verdict::retry ? "retry" : "dead");
     apply(std::move(j), d);
   }
   finished(id, clock_.steady_now(), took);

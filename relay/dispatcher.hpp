@@ -42,6 +42,8 @@
 
 namespace walhook::relay {
 
+class outcome_log;
+
 struct dispatcher_options {
   delivery::scheduler_limits limits;                  ///< 64 in flight, 1000 per endpoint, 10000 in memory
   std::chrono::milliseconds max_wait_in_memory{1000}; ///< a queued delivery waiting longer is spilled
@@ -57,6 +59,9 @@ struct dispatcher_options {
   /// waits and claims stop: the counts alone let 1,000 events of 900 KB take 375 MB.
   std::size_t max_queued_bytes = std::size_t{256} << 20;
   std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
+  /// Where each finished attempt is noted (the admin API's "did endpoint X get event Y?"); not
+  /// owned, on the same executor; nullptr: nowhere.
+  outcome_log* recent_outcomes = nullptr;
 };
 
 /// An attempt-duration histogram (seconds).

@@ -8,6 +8,7 @@
 #include "relay/leadership.hpp"
 #include "relay/lsn_tracker.hpp"
 #include "relay/metrics.hpp"
+#include "relay/outcome_log.hpp"
 #include "relay/recovery.hpp"
 #include "relay/stream_handler.hpp"
 #include "relay/version.hpp"
@@ -71,8 +72,9 @@ delivery::http_client_options http_options_of(const run_options& o) {
   return h;
 }
 
-dispatcher_options dispatcher_options_of(const run_options& o) {
+dispatcher_options dispatcher_options_of(const run_options& o, outcome_log* recent) {
   dispatcher_options d;
+  d.recent_outcomes = recent;
   d.limits = o.limits;
   d.max_wait_in_memory = o.max_wait_in_memory;
   d.max_hold = o.max_hold;
@@ -100,7 +102,8 @@ struct engine::impl {
         http(ex, http_options_of(options)),
         stream(ex, stream_options_of(options)),
         lead(ex, {options.database_url, options.slot, options.instance_name}),
-        deliveries(ex, dispatcher_options_of(options), directory, tracker, store, http, clock,
+        recent(options.recent_outcomes),
+        deliveries(ex, dispatcher_options_of(options, &recent), directory, tracker, store, http, clock,
                    {[this] { confirm(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
         recovery(store, stream, tracker, handler, deliveries, options.slot),
@@ -117,6 +120,7 @@ struct engine::impl {
   lsn_tracker tracker;
   wal::replication_stream stream;
   leadership lead;
+  outcome_log recent;  ///< before `deliveries`, which notes each finished attempt in it
   dispatcher deliveries;
   stream_handler handler;
   slot_recovery recovery;
@@ -508,6 +512,26 @@ std::optional<std::string> engine::slot_at_risk() const {
 }
 
 asio::awaitable<int> engine::run() { co_return co_await impl_->run(); }
+
+live_status engine::live() const {
+  auto& s = *impl_;  // lag_seconds() reads the clock, not const
+  live_status l;
+  l.instance = s.options.instance_name;
+  l.slot = s.options.slot;
+  l.streaming = s.session_active;
+  l.lag_seconds = s.handler.lag_seconds();
+  if (s.stream.confirmed().valid()) l.confirmed_lsn = s.stream.confirmed().to_string();
+  if (s.last_slot_health) l.slot_wal_status = s.last_slot_health->wal_status;
+  const auto& sched = s.deliveries.scheduler();
+  l.queued = sched.queued_total();
+  l.in_flight = sched.in_flight_total();
+  for (auto id : s.directory.ids()) l.endpoints[id] = {sched.queued(id), sched.in_flight(id)};
+  return l;
+}
+
+const outcome_log& engine::recent_outcomes() const { return impl_->recent; }
+
+const run_options& engine::options() const { return impl_->options; }
 
 asio::awaitable<std::string> engine::metrics_text() {
   auto& s = *impl_;

@@ -21,11 +21,32 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace walhook::relay {
+
+class outcome_log;
+
+/// What this process knows live, without a database read (the admin API's live fields).
+struct live_status {
+  std::string instance;                       ///< --instance-name (default host:pid)
+  std::string slot;
+  bool streaming = false;
+  double lag_seconds = 0;                     ///< how long the oldest unacknowledged transaction has waited
+  std::optional<std::string> confirmed_lsn;   ///< acknowledged to the slot; none before the first
+  std::optional<std::string> slot_wal_status; ///< as last read (every 10 s)
+  std::size_t queued = 0;                     ///< deliveries waiting in memory
+  std::size_t in_flight = 0;                  ///< attempts running
+  struct load {
+    std::size_t queued = 0;
+    std::size_t in_flight = 0;
+  };
+  std::unordered_map<std::int64_t, load> endpoints;  ///< every endpoint this process routes to
+};
 
 class engine {
  public:
@@ -46,6 +67,12 @@ class engine {
   /// The slot's wal_status (pg_replication_slots) as last read, if it is at risk (extended or
   /// unreserved); std::nullopt otherwise.
   std::optional<std::string> slot_at_risk() const;
+  /// The live fields of the admin API. Engine's executor only.
+  live_status live() const;
+  /// The in-memory record of finished attempts. Engine's executor only.
+  const outcome_log& recent_outcomes() const;
+  /// The options it runs with (the admin API connects with database_url).
+  const run_options& options() const;
 
  private:
   struct impl;

@@ -191,7 +191,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c_run->add_option("--admin-listen", run.admin_listen,
-                    "Serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT, e.g. 127.0.0.1:9187");
+                    "Serve the console (/console/), its JSON API (/api/), /metrics (Prometheus), /healthz and "
+                    "/readyz on HOST:PORT, e.g. localhost:9187 (a non-loopback address needs --admin-token-file)");
+  c_run->add_option("--admin-token-file", run.admin_token_file,
+                    "File holding the bearer token the admin API (/api/) requires (Authorization: Bearer <token>)");
+  c_run->add_option("--recent-outcomes", run.recent_outcomes,
+                    "Finished attempts kept in memory for the console's \"did endpoint X get event Y?\" (0: none)")
+      ->capture_default_str();
   c_run->add_option("--operator-tenant", run.operator_tenant,
                     "Tenant walhook publishes its notifications to (walhook.endpoint.*, walhook.delivery.dead); "
                     "\"\" = none (contact endpoints still get theirs)")

@@ -60,7 +60,12 @@ struct run_options {
   /// may not insert into walhook.outbox and --operator-tenant is "".
   bool contact_notifications = true;
 
-  std::string admin_listen;  ///< "127.0.0.1:9187" serves /metrics, /healthz, /readyz; "" = off
+  std::string admin_listen;  ///< "localhost:9187" serves /metrics, /healthz, /readyz, /api and /console; "" = off
+  /// --admin-token-file: the bearer token of /api (the file's content, trimmed); required for
+  /// a non-loopback admin_listen. "" = none.
+  std::string admin_token_file;
+  /// --recent-outcomes: finished attempts kept in memory for the admin API (relay/outcome_log.hpp).
+  std::size_t recent_outcomes = 100000;
   std::string instance_name; ///< shown to standbys and in pg_stat_activity; default host:pid
   /// Where the engine, the stream, the state store and the HTTP pools read the time (tests
   /// inject a manual one); timers still wait in real time.

@@ -1,0 +1,302 @@
+// The admin API of `walhook run --admin-listen` (docs/api.md, relay/admin_api.hpp) over real
+// HTTP against a real walhook, PostgreSQL and receiver: its access rules (401, 403, 415, a
+// non-loopback address refused without a token), the reads (endpoints worst-first, "did
+// endpoint X get event Y?" for a first-try success that left no row), the actions (pause,
+// resume, resend with the same webhook-id, replay of a dead letter), HEAD, the console's
+// redirect and pages, and 503 from /api while PostgreSQL is down with /healthz still answering.
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct http_answer {
+  unsigned status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+/// One request to 127.0.0.1:port (5 s). `headers` are sent as given (Host included).
+http_answer call(unsigned short port, const std::string& method, const std::string& target,
+                 std::map<std::string, std::string> headers = {}, const std::string& body = "") {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(5s);
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) return {0, ec.message(), {}};
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  if (!headers.count("Host")) headers["Host"] = fmt::format("localhost:{}", port);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req, ec);
+  if (ec) return {0, ec.message(), {}};
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.skip(method == "HEAD");  // a HEAD answer has Content-Length but no body
+  http::read(stream, buffer, parser, ec);
+  if (ec) return {0, ec.message(), {}};
+  http_answer a;
+  a.status = parser.get().result_int();
+  a.body = parser.get().body();
+  for (const auto& f : parser.get()) a.headers[std::string(f.name_string())] = std::string(f.value());
+  return a;
+}
+
+unsigned short admin_port(const test::walhook_process& w) {
+  std::smatch m;
+  const auto log = w.log();
+  if (!std::regex_search(log, m, std::regex(R"("admin.listening".*"port":(\d+))"))) return 0;
+  return static_cast<unsigned short>(std::stoi(m[1]));
+}
+
+std::string publish(relay::blocking_db& db, const std::string& tenant) {
+  pg::params p{tenant, "order.paid", R"({"n":1})"};
+  return test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
+}
+
+std::string tail(const std::string& log) { return log.size() > 6000 ? log.substr(log.size() - 6000) : log; }
+
+}  // namespace
+
+TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down") {
+  test::scenario s("admin_api");
+  const auto good = test::add_endpoint(s.db, "good", s.rcv->url("/good"), delivery::generate_secret());
+  const auto bad = test::add_endpoint(s.db, "bad", s.rcv->url("/bad"), delivery::generate_secret());
+  const auto dl = test::add_endpoint(s.db, "dl", s.rcv->url("/dl"), delivery::generate_secret());
+  relay::receiver_behaviour failing;
+  failing.status = 500;
+  s.rcv->set_behaviour("/bad", failing);
+  relay::receiver_behaviour too_large;  // 413 ends a delivery dead at once; then 200
+  too_large.script = {413};
+  s.rcv->set_behaviour("/dl", too_large);
+
+  const std::string token = "t0k-" + delivery::generate_secret().substr(6, 20);
+  const std::string token_file = fmt::format("/tmp/walhook_it_admin_token_{}", ::getpid());
+  std::ofstream(token_file) << token << "\n";
+  const std::map<std::string, std::string> auth{{"Authorization", "Bearer " + token}};
+  auto json_post = auth;
+  json_post["Content-Type"] = "application/json";
+
+  // "localhost:0": the name is resolved (loopback), the port is any free one.
+  test::walhook_process walhook(test::run_args(
+      s.url, s.slot, {"--admin-listen", "localhost:0", "--admin-token-file", token_file, "--breaker-threshold", "1000"}));
+  walhook.start();
+  INFO(tail(walhook.log()));
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 30s));
+  const auto port = admin_port(walhook);
+  REQUIRE(port != 0);
+  simdjson::dom::parser parser;
+
+  // --- access
+  CHECK(call(port, "GET", "/api/overview").status == 401);
+  CHECK(call(port, "GET", "/api/overview", {{"Authorization", "Bearer wrong"}}).status == 401);
+  {
+    auto a = call(port, "GET", "/api/overview", auth);
+    REQUIRE(a.status == 200);
+    CHECK(a.headers["Cache-Control"] == "no-store");
+    simdjson::dom::element doc = parser.parse(a.body);
+    CHECK(bool(doc["streaming"]) == true);
+    CHECK(std::string_view(doc["slot"]) == s.slot);
+    CHECK(doc["recent_outcomes"]["capacity"].get_int64().value() == 100000);
+  }
+  // The probes and the scraper stay open.
+  CHECK(call(port, "GET", "/healthz").status == 200);
+  {
+    auto h = call(port, "HEAD", "/metrics");
+    CHECK(h.status == 200);
+    CHECK(h.body.empty());
+    CHECK(std::stoul(h.headers["Content-Length"]) > 100);
+    CHECK(call(port, "HEAD", "/healthz").status == 200);
+  }
+  // The console: / redirects, the pages load without a token.
+  {
+    auto r = call(port, "GET", "/");
+    CHECK(r.status == 302);
+    CHECK(r.headers["Location"] == "/console/");
+    auto page = call(port, "GET", "/console/");
+    CHECK(page.status == 200);
+    CHECK(page.headers["Content-Type"].starts_with("text/html"));
+    CHECK(page.body.find("<html") != std::string::npos);
+    CHECK(call(port, "GET", "/console/no-such-file.js").status == 404);
+  }
+
+  // A non-loopback address without a token: refused before anything starts, naming the flag.
+  {
+    test::walhook_process refused(test::run_args(s.url, s.slot, {"--admin-listen", "0.0.0.0:0"}), "refused");
+    refused.start();
+    CHECK(refused.wait(20s) == 1);
+    CHECK(refused.log().find("--admin-token-file") != std::string::npos);
+  }
+
+  // --- "did endpoint X get event Y?" for a first-try success: no row (--record failed), yet an answer
+  const auto e1 = publish(s.db, "good");
+  REQUIRE(test::eventually([&] { return s.rcv->count("/good") == 1; }, 10s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE event_id = $1", {e1}) == "0");
+  {
+    simdjson::dom::element doc;
+    REQUIRE(test::eventually(
+        [&] {
+          auto a = call(port, "GET", "/api/events/" + e1, auth);
+          if (a.status != 200) return false;
+          doc = parser.parse(a.body);
+          return doc["endpoints"].get_array().size() == 1;
+        },
+        5s));
+    CHECK(std::string_view(doc["event"]["id"]) == e1);
+    CHECK(doc["event"]["endpoint_id"].is_null());
+    auto ep = doc["endpoints"].at(0);
+    CHECK(ep["endpoint_id"].get_int64().value() == good);
+    CHECK(bool(ep["routed"]));
+    CHECK(ep["delivery"].is_null());
+    CHECK(std::string_view(ep["verdict"]) == "delivered");
+    auto outcome = ep["recent_outcomes"].at(0);
+    CHECK(outcome["http_status"].get_int64().value() == 200);
+    CHECK(std::string_view(outcome["outcome"]) == "2xx");
+    CHECK(std::string_view(outcome["result"]) == "delivered");
+    CHECK(outcome["attempt"].get_int64().value() == 1);
+  }
+  CHECK(call(port, "GET", "/api/events/not-a-uuid", auth).status == 400);
+  CHECK(call(port, "GET", "/api/events/00000000-0000-0000-0000-000000000000", auth).status == 404);
+
+  // --- worst first: the failing endpoint with old pending deliveries leads
+  publish(s.db, "bad");
+  publish(s.db, "bad");
+  pg::params bad_id{std::to_string(bad)};
+  REQUIRE(test::eventually(
+      [&] {
+        return s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending' AND attempts > 0",
+                       bad_id) == "2";
+      },
+      15s));
+  {
+    auto a = call(port, "GET", "/api/endpoints", auth);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    auto list = doc["endpoints"].get_array();
+    REQUIRE(list.size() == 3);
+    auto first = list.at(0);
+    CHECK(first["id"].get_int64().value() == bad);
+    CHECK(first["oldest_pending_age_s"].get_double().value() > 0);
+    CHECK(first["pending"].get_int64().value() + first["sending"].get_int64().value() == 2);
+    CHECK(first["consecutive_failures"].get_int64().value() >= 1);
+    CHECK(first["last_status"].get_int64().value() == 500);
+    CHECK(std::string_view(first["secret_fingerprints"]).starts_with("sha256:"));
+    CHECK(a.body.find("whsec_") == std::string::npos);  // never a secret
+    CHECK(list.at(1)["oldest_pending_age_s"].is_null());
+    CHECK(list.at(1)["disabled_reason"].is_null());
+  }
+  CHECK(call(port, "GET", "/api/endpoints/999999", auth).status == 404);
+
+  // --- actions: POST needs JSON, then pause and resume change walhook.endpoints
+  pg::params good_id{std::to_string(good)};
+  CHECK(call(port, "POST", fmt::format("/api/endpoints/{}/pause", good), auth, "{}").status == 415);
+  CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "active");
+  CHECK(call(port, "GET", fmt::format("/api/endpoints/{}/pause", good), auth).status == 405);
+  {
+    auto by_alice = json_post;
+    by_alice["X-Walhook-Operator"] = "alice";
+    auto a = call(port, "POST", fmt::format("/api/endpoints/{}/pause", good), by_alice, "{}");
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    CHECK(std::string_view(doc["action"]) == "paused");
+    CHECK(doc["endpoint_id"].get_int64().value() == good);
+    CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "paused");
+    CHECK(test::eventually([&] { return walhook.count_in_log("\"admin.action\"") == 1; }, 5s));
+    CHECK(walhook.log().find("\"by\":\"alice\"") != std::string::npos);
+    auto r = call(port, "POST", fmt::format("/api/endpoints/{}/resume", good), json_post, "");
+    REQUIRE(r.status == 200);
+    CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "active");
+  }
+  CHECK(call(port, "POST", "/api/endpoints/999999/pause", json_post, "{}").status == 404);
+
+  // --- resend: the receiver gets the same webhook-id a second time
+  {
+    auto a = call(port, "POST", "/api/deliveries/resend", json_post,
+                  fmt::format(R"({{"endpoint_id": {}, "event_id": "{}"}})", good, e1));
+    REQUIRE(a.status == 200);
+    CHECK(a.body.find("\"resent\"") != std::string::npos);
+    REQUIRE(test::eventually([&] { return s.rcv->count("/good") == 2; }, 15s));
+    auto got = s.received("/good");
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].webhook_id == e1);
+    CHECK(got[1].webhook_id == e1);
+    CHECK(call(port, "POST", "/api/deliveries/resend", json_post, R"({"endpoint_id": 1})").status == 400);
+  }
+
+  // --- replay of a dead letter
+  const auto d1 = publish(s.db, "dl");
+  pg::params dl_id{std::to_string(dl)};
+  REQUIRE(test::eventually(
+      [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", dl_id) == "dead"; }, 15s));
+  {
+    auto one = call(port, "GET", fmt::format("/api/endpoints/{}", dl), auth);
+    REQUIRE(one.status == 200);
+    simdjson::dom::element doc = parser.parse(one.body);
+    CHECK(doc["dead"].get_int64().value() == 1);
+    REQUIRE(doc["dead_letters"].get_array().size() == 1);
+    CHECK(std::string_view(doc["dead_letters"].at(0)["event_id"]) == d1);
+    CHECK(doc["dead_letters"].at(0)["last_status"].get_int64().value() == 413);
+    CHECK(doc["deliveries"].get_array().size() == 1);
+    CHECK(std::string_view(doc["ordering"]) == "none");
+    CHECK(doc["event_types"].is_null());
+    CHECK(std::string_view(doc["recent_outcomes"].at(0)["result"]) == "dead");
+    auto r = call(port, "POST", fmt::format("/api/endpoints/{}/replay", dl), json_post, R"({"since": null, "until": null})");
+    REQUIRE(r.status == 200);
+    simdjson::dom::element replayed = parser.parse(r.body);
+    CHECK(replayed["replayed"].get_int64().value() == 1);
+    REQUIRE(test::eventually([&] { return s.rcv->count("/dl") == 2; }, 15s));
+    CHECK(test::eventually(
+        [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", dl_id) == "delivered"; }, 10s));
+  }
+
+  // --- without a token (loopback only): a foreign Host is refused (DNS rebinding)
+  {
+    test::walhook_process standby(test::run_args(s.url, s.slot, {"--admin-listen", "127.0.0.1:0", "--instance-name", "standby"}),
+                                  "standby");
+    standby.start();
+    REQUIRE(test::eventually([&] { return admin_port(standby) != 0; }, 20s));
+    const auto p2 = admin_port(standby);
+    CHECK(call(p2, "GET", "/api/overview", {{"Host", "attacker.example:9187"}}).status == 403);
+    auto a = call(p2, "GET", "/api/overview");
+    CHECK(a.status == 200);
+    CHECK(a.body.find("\"streaming\":false") != std::string::npos);  // a standby
+    CHECK(call(p2, "POST", fmt::format("/api/endpoints/{}/pause", good), {{"Content-Type", "text/plain"}}, "{}").status == 415);
+    standby.kill9();
+  }
+
+  // --- PostgreSQL down: /api answers 503 at once, the probes still answer
+  REQUIRE(test::cluster().stop("immediate"));
+  {
+    auto began = std::chrono::steady_clock::now();
+    auto a = call(port, "GET", "/api/endpoints", auth);
+    CHECK(a.status == 503);
+    CHECK(a.body.find("database unreachable") != std::string::npos);
+    CHECK(call(port, "GET", "/healthz").status == 200);
+    CHECK(call(port, "GET", "/api/endpoints", auth).status == 503);  // reconnects, fails again
+    CHECK(std::chrono::steady_clock::now() - began < 5s);
+  }
+  REQUIRE(test::cluster().start());
+  CHECK(test::eventually([&] { return call(port, "GET", "/api/endpoints", auth).status == 200; }, 20s, 200ms));
+  std::remove(token_file.c_str());
+}

@@ -1,0 +1,112 @@
+// The admin API's access rules (relay/admin_api.hpp, docs/api.md "Access"): pure checks, as
+// tables; relay/main's refusals of --admin-listen/--admin-token-file.
+
+#include "relay/admin_api.hpp"
+#include "relay/blocking_db.hpp"
+#include "relay/options.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+using namespace walhook::relay;
+
+namespace {
+
+api_request request(std::string method, std::string host = "localhost:9187", std::string authorization = "",
+                    std::string content_type = "") {
+  api_request r;
+  r.method = std::move(method);
+  r.target = "/api/overview";
+  r.host = std::move(host);
+  r.authorization = std::move(authorization);
+  r.content_type = std::move(content_type);
+  return r;
+}
+
+unsigned status_of(const admin_access& a, const api_request& r) {
+  auto denied = check_request(a, r);
+  return denied ? denied->status : 0;
+}
+
+std::string temp_file(const std::string& content) {
+  char name[] = "/tmp/walhook_token_XXXXXX";
+  int fd = ::mkstemp(name);
+  REQUIRE(fd >= 0);
+  std::ofstream(name) << content;
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("admin access: loopback Host names") {
+  for (const char* h : {"localhost", "localhost:9187", "LOCALHOST:1", "127.0.0.1", "127.0.0.1:9187", "127.1.2.3:80",
+                        "[::1]:9187", "[::1]", "app.localhost:8080", "localhost."})
+    CHECK_MESSAGE(is_loopback_host(h), h);
+  for (const char* h : {"", "evil.example", "evil.example:9187", "10.0.0.1:9187", "[2001:db8::1]:80",
+                        "localhost.evil.example", "127.0.0.1.evil.example"})
+    CHECK_MESSAGE(!is_loopback_host(h), h);
+}
+
+TEST_CASE("admin access: without a token, Host decides (DNS rebinding); POST needs JSON") {
+  admin_access none;
+  CHECK(status_of(none, request("GET")) == 0);
+  CHECK(status_of(none, request("GET", "attacker.example:9187")) == 403);
+  CHECK(status_of(none, request("POST", "localhost", "", "application/json")) == 0);
+  CHECK(status_of(none, request("POST", "localhost", "", "application/json; charset=utf-8")) == 0);
+  CHECK(status_of(none, request("POST", "localhost", "", "text/plain")) == 415);
+  CHECK(status_of(none, request("POST", "localhost", "", "application/x-www-form-urlencoded")) == 415);
+  CHECK(status_of(none, request("POST", "localhost")) == 415);
+}
+
+TEST_CASE("admin access: with a token, the bearer token decides (any Host)") {
+  admin_access tok{"s3cret-token", false};
+  CHECK(status_of(tok, request("GET", "walhook.internal:9187", "Bearer s3cret-token")) == 0);
+  CHECK(status_of(tok, request("GET", "walhook.internal:9187", "bearer s3cret-token")) == 0);
+  CHECK(status_of(tok, request("GET", "walhook.internal:9187")) == 401);
+  CHECK(status_of(tok, request("GET", "localhost", "Bearer s3cret-toke")) == 401);
+  CHECK(status_of(tok, request("GET", "localhost", "Bearer s3cret-token2")) == 401);
+  CHECK(status_of(tok, request("GET", "localhost", "Basic czNjcmV0LXRva2Vu")) == 401);
+  CHECK(status_of(tok, request("GET", "localhost", "Bearer ")) == 401);
+  CHECK(status_of(tok, request("POST", "x", "Bearer s3cret-token", "text/plain")) == 415);
+  CHECK(status_of(tok, request("POST", "x", "Bearer wrong", "application/json")) == 401);  // 401 first
+  auto denied = check_request(tok, request("GET"));
+  REQUIRE(denied);
+  CHECK(denied->body.find("\"error\"") != std::string::npos);
+  CHECK(denied->body.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("admin access: --admin-listen and --admin-token-file checks") {
+  run_options o;
+  o.admin_listen = "localhost:9187";
+  CHECK(check_admin_access(o).loopback_only);
+  o.admin_listen = "127.0.0.1:0";
+  CHECK(check_admin_access(o).token.empty());
+  o.admin_listen = "[::1]:9187";
+  CHECK(check_admin_access(o).loopback_only);
+  o.admin_listen = "0.0.0.0:9187";
+  try {
+    check_admin_access(o);
+    FAIL("a non-loopback address without a token must be refused");
+  } catch (const cli_error& e) {
+    CHECK(std::string(e.what()).find("--admin-token-file") != std::string::npos);
+  }
+  o.admin_listen = ":9187";
+  CHECK_THROWS_AS(check_admin_access(o), cli_error);
+  const auto file = temp_file("  tok-123\n");
+  o.admin_token_file = file;
+  auto a = check_admin_access(o);
+  CHECK(a.token == "tok-123");
+  CHECK_FALSE(a.loopback_only);
+  CHECK(token_fingerprint(a.token).starts_with("sha256:"));
+  CHECK(token_fingerprint(a.token).size() == 7 + 12);
+  const auto empty = temp_file(" \n\n");
+  o.admin_token_file = empty;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("is empty"), cli_error);
+  o.admin_token_file = "/nonexistent/walhook-token";
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("cannot read"), cli_error);
+  std::remove(file.c_str());
+  std::remove(empty.c_str());
+}
