@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "common/time.hpp"
 #include "delivery/url.hpp"
+#include "relay/admin_client.hpp"
 #include "relay/blocking_db.hpp"
 #include "relay/engine.hpp"
 #include "relay/operations.hpp"
@@ -88,15 +89,7 @@ bool is_loopback_host(const std::string& host_header) {
 
 admin_access check_admin_access(const run_options& o) {
   admin_access access;
-  if (!o.admin_token_file.empty()) {
-    std::ifstream in(o.admin_token_file, std::ios::binary);
-    if (!in) throw cli_error(fmt::format("--admin-token-file {}: cannot read it", o.admin_token_file));
-    std::stringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw cli_error(fmt::format("--admin-token-file {}: cannot read it", o.admin_token_file));
-    access.token = trimmed(text.str());
-    if (access.token.empty()) throw cli_error(fmt::format("--admin-token-file {} is empty", o.admin_token_file));
-  }
+  if (!o.admin_token_file.empty()) access.token = read_token_file(o.admin_token_file);  // as `walhook status` reads it
   if (o.admin_listen.empty()) return access;
   // Where the listener will bind (relay/admin_server.cpp resolves the same way).
   auto colon = o.admin_listen.rfind(':');

@@ -61,7 +61,7 @@ struct run_options {
   bool contact_notifications = true;
 
   std::string admin_listen;  ///< "localhost:9187" serves /metrics, /healthz, /readyz, /api and /console; "" = off
-  /// --admin-token-file: the bearer token of /api (the file's content, trimmed); required for
+  /// --admin-token-file: the bearer token of /api (the file's first line, trimmed); required for
   /// a non-loopback admin_listen. "" = none.
   std::string admin_token_file;
   /// --recent-outcomes: finished attempts kept in memory for the admin API (relay/outcome_log.hpp).
