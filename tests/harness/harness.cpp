@@ -331,6 +331,12 @@ scenario::scenario(const std::string& slot_name) : slot(slot_name), url(fresh_da
 
 std::string scenario::value(const std::string& sql, const pg::params& p) { return query_value(db, sql, p); }
 
+std::string scenario::publish(const std::string& tenant, const std::string& type, const std::string& data,
+                              const std::optional<std::string>& merge_key, const std::optional<std::string>& aggregate) {
+  pg::params p{tenant, type, data, merge_key, aggregate};
+  return value("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)", p);
+}
+
 bool scenario::streaming() {
   pg::params p{slot};
   return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", p) == "t";

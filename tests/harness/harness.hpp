@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +167,9 @@ struct scenario {
 
   /// The first column of the first row of `sql` ("" if none).
   std::string value(const std::string& sql, const pg::params& p = {});
+  /// Publishes one event with walhook.publish(); returns its id.
+  std::string publish(const std::string& tenant, const std::string& type, const std::string& data = "{}",
+                      const std::optional<std::string>& merge_key = {}, const std::optional<std::string>& aggregate = {});
   /// True while a walhook streams the slot.
   bool streaming();
   /// The slot's confirmed position has reached `lsn` (text).

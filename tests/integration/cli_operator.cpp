@@ -31,11 +31,6 @@ namespace {
 
 struct setup : test::scenario {
   using scenario::scenario;
-  std::string publish(const std::string& tenant, const std::string& type, const std::string& data,
-                      const std::optional<std::string>& merge_key = {}) {
-    pg::params p{tenant, type, data, merge_key};
-    return value("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4)", p);
-  }
   /// `walhook <args> --database-url <url>`: exit code; output in last_output.
   int cli(std::vector<std::string> args) {
     args.push_back("--database-url");

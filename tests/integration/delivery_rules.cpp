@@ -23,11 +23,6 @@ namespace {
 
 struct setup : test::scenario {
   using scenario::scenario;
-  std::string publish(const std::string& tenant, const std::string& type, const std::string& data,
-                      const std::optional<std::string>& merge_key = {}, const std::optional<std::string>& aggregate = {}) {
-    pg::params p{tenant, type, data, merge_key, aggregate};
-    return value("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)", p);
-  }
   int walhook_cli(const std::vector<std::string>& args) {
     std::string out;
     std::vector<std::string> a = args;
