@@ -397,7 +397,7 @@ int cmd_status(const status_args& a) {
 SELECT e.id, e.tenant_id, e.status,
        count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
        count(d.id) FILTER (WHERE d.status = 'sending') AS sending,
-       coalesce(extract(epoch FROM now() - min(d.event_created_at) FILTER (WHERE d.status IN ('pending', 'sending')))::bigint, 0) AS oldest_s,
+       extract(epoch FROM now() - min(d.event_created_at) FILTER (WHERE d.status IN ('pending', 'sending')))::bigint AS oldest_s,
        count(d.id) FILTER (WHERE d.status = 'dead') AS dead,
        coalesce(h.consecutive_failures, 0),
        to_char(h.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -407,7 +407,7 @@ SELECT e.id, e.tenant_id, e.status,
         AND d.created_at >= e.created_at  -- not a removed endpoint's that had the same id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
  GROUP BY e.id, h.endpoint_id
- ORDER BY oldest_s DESC, pending DESC, e.id)sql");
+ ORDER BY oldest_s DESC NULLS LAST, pending DESC, e.id)sql");
   const auto number = [&](int i, int c) { return std::stoll(std::string(r.value(i, c))); };
   const auto text = [&](int i, int c) {
     return r.is_null(i, c) ? std::nullopt : std::optional<std::string>(delivery::cap_text(r.value(i, c)));
@@ -430,7 +430,7 @@ SELECT e.id, e.tenant_id, e.status,
           .field("sending", number(i, 4))
           .field("queued", l ? std::optional<std::int64_t>(l->queued) : std::nullopt)
           .field("in_flight", l ? std::optional<std::int64_t>(l->in_flight) : std::nullopt)
-          .field("oldest_pending_age_s", number(i, 5))
+          .field("oldest_pending_age_s", r.is_null(i, 5) ? std::nullopt : std::optional<std::int64_t>(number(i, 5)))
           .field("dead", number(i, 6))
           .field("consecutive_failures", number(i, 7))
           .field("paused_until", r.is_null(i, 8) ? std::nullopt : std::optional<std::string>(r.value(i, 8)))
@@ -442,14 +442,18 @@ SELECT e.id, e.tenant_id, e.status,
     }
     return 0;
   }
-  const auto line = [](auto&&... v) {
-    return fmt::format("{:>6}  {:<14} {:<16} {:>8} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", v...);
+  // The tenant column as wide as the longest tenant (up to 40 characters), so columns line up.
+  std::size_t tenant_width = 14;
+  for (int i = 0; i < r.rows(); ++i) tenant_width = std::max(tenant_width, std::min<std::size_t>(40, r.value(i, 1).size()));
+  const auto line = [tenant_width](const auto& id, const auto& tenant, auto&&... v) {
+    return fmt::format("{:>6}  {:<{}} {:<16} {:>8} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", id, tenant,
+                       tenant_width, v...);
   };
   std::cout << line("id", "tenant", "status", "pending", "sending", "queued", "in_flight", "oldest_age", "dead", "failures",
                     "paused_until", "last_error");
   for (int i = 0; i < r.rows(); ++i) {
-    long long age = number(i, 5);
-    std::string age_text = age == 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
+    long long age = r.is_null(i, 5) ? -1 : number(i, 5);
+    std::string age_text = age < 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
     std::string err = delivery::cap_text(r.is_null(i, 10) ? r.value(i, 9) : r.value(i, 10));
     std::string status(r.value(i, 2));
     if (status == "active" && r.value(i, 12) == "t") status = "paused (breaker)";

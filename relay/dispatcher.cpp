@@ -769,6 +769,9 @@ asio::awaitable<void> dispatcher::shutdown(std::chrono::steady_clock::time_point
     attempts_.emit(asio::cancellation_type::terminal);
     co_await attempts_.async_wait(std::chrono::steady_clock::now() + 500ms);
   }
+  // Dead deliveries counted for the next walhook.delivery.dead exist only here: publish them now
+  // (the engine persists the store after this). A kill -9 loses that count, not the dead letters.
+  for (const auto& n : notifier_.due(clock_.steady_now(), true)) publish(n);
 }
 
 }  // namespace walhook::relay

@@ -152,10 +152,10 @@ std::optional<notice> notifier::dead(const endpoint& ep, const std::string& even
   return std::nullopt;
 }
 
-std::vector<notice> notifier::due(steady_time now) {
+std::vector<notice> notifier::due(steady_time now, bool all) {
   std::vector<notice> out;
   for (auto& [id, st] : state_) {
-    if (!st.dead_counted || !passed(st.last_dead, now, policy_.dead_interval)) continue;
+    if (!st.dead_counted || (!all && !passed(st.last_dead, now, policy_.dead_interval))) continue;
     st.last_dead = now;
     out.push_back(std::move(*st.dead_counted));
     st.dead_counted.reset();

@@ -109,8 +109,9 @@ class notifier {
   /// once; the next ones within dead_interval are counted and come with due() or the next dead.
   std::optional<notice> dead(const endpoint& ep, const std::string& event_id, const sql::delivery_outcome& record,
                              bool own_event, steady_time now);
-  /// The counted dead deliveries whose interval has passed, one notice per endpoint.
-  std::vector<notice> due(steady_time now);
+  /// The counted dead deliveries whose interval has passed, one notice per endpoint; with
+  /// `all`, every counted one (a graceful stop: the count lives only in memory).
+  std::vector<notice> due(steady_time now, bool all = false);
   /// The endpoint is gone: its rate-limit state (and counted dead deliveries) too.
   void forget(std::int64_t endpoint_id) { state_.erase(endpoint_id); }
 

@@ -228,6 +228,15 @@ TEST_CASE("notifier: dead deliveries — at most one notice a minute per endpoin
   CHECK_FALSE(n.dead(a, "e3", dead_record("max attempts: HTTP 502", 502), false, mono0 + 20s));
   CHECK(n.dead(b, "x1", dead_record("HTTP 413"), false, mono0 + 20s));  // per endpoint
   CHECK(n.due(mono0 + 59s).empty());
+  {
+    // A graceful stop takes what is counted before its interval is over (on a copy: the rest of
+    // this case goes on without it).
+    notifier stopping = n;
+    auto flushed = stopping.due(mono0 + 30s, true);
+    REQUIRE(flushed.size() == 1);
+    CHECK(flushed[0].dead_count == 2);
+    CHECK(stopping.due(mono0 + 31s, true).empty());
+  }
   auto later = n.due(mono0 + 60s);
   REQUIRE(later.size() == 1);
   CHECK(later[0].endpoint_id == 1);
