@@ -253,7 +253,8 @@ int cmd_endpoint_remove(const std::string& database_url, long long id, bool forc
     const auto open = operations::open_deliveries(db, id);
     if (open > 0) {
       const std::string question =
-          fmt::format("endpoint {} has {} pending deliver{}; they end dead.", id, open, open == 1 ? "y" : "ies");
+          fmt::format("endpoint {} has {} pending deliver{}; removing it ends {}.", id, open, open == 1 ? "y" : "ies",
+                      open == 1 ? "it" : "them");
       if (!::isatty(STDIN_FILENO))
         throw cli_error(question + " Not removed: confirm on a terminal, or give --force");
       std::cerr << question << " Remove it? [y/N] " << std::flush;
@@ -266,7 +267,6 @@ int cmd_endpoint_remove(const std::string& database_url, long long id, bool forc
     }
   }
   auto c = operations::remove(db, id);
-  c.note.clear();  // the count says it
   print_change(c, c.deliveries == 1 ? "open delivery ended dead" : "open deliveries ended dead");
   return 0;
 }

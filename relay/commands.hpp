@@ -129,6 +129,9 @@ int cmd_run(run_options options);
 struct demo_args {
   int events = 12;
   bool hold = false;  ///< keep running after the sample events until Ctrl-C
+  /// The console and /metrics on HOST:PORT (loopback); "" = localhost:9187 with --hold, none
+  /// without; "off" = none.
+  std::string admin_listen;
 };
 /// The embedded default: throwaway PostgreSQL, demo receiver, sample events.
 int cmd_demo(const demo_args& a);

@@ -8,6 +8,8 @@
 #include "relay/blocking_db.hpp"
 #include "relay/commands.hpp"
 #include "relay/embedded_postgres.hpp"
+#include "relay/admin_api.hpp"
+#include "relay/admin_server.hpp"
 #include "relay/engine.hpp"
 #include "relay/receiver.hpp"
 
@@ -117,6 +119,18 @@ int cmd_demo(const demo_args& a) {
   options.http.allow_private_networks = true;  // the demo receiver is on loopback
   options.instance_name = "demo";
   engine relay(ioc.get_executor(), options);
+  // The console on loopback (no token needed there): with --hold it is what to look at.
+  std::unique_ptr<admin_server> admin;
+  const std::string listen = a.admin_listen.empty() && a.hold ? "localhost:9187" : a.admin_listen;
+  if (!listen.empty() && listen != "off") {
+    try {
+      options.admin_listen = listen;
+      admin = std::make_unique<admin_server>(ioc.get_executor(), listen, relay, check_admin_access(options));
+      std::cout << fmt::format("  console   http://localhost:{}/console/  (metrics: /metrics)\n", admin->port());
+    } catch (const std::exception& e) {
+      std::cout << "  console   not started: " << e.what() << " (give --admin-listen localhost:PORT)\n";
+    }
+  }
 
   std::mutex mutex;
   std::condition_variable cv;
@@ -153,6 +167,7 @@ int cmd_demo(const demo_args& a) {
   int exit_code = 1;
   asio::co_spawn(ioc, relay.run(), [&](std::exception_ptr, int) {
     signals.cancel();
+    if (admin) admin->stop();
     rcv.stop();
     ioc.stop();
   });

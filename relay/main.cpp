@@ -361,6 +361,8 @@ int main(int argc, char** argv) {
   auto* c_demo = app.add_subcommand("demo", "Throwaway PostgreSQL + demo receiver + sample events, end to end");
   c_demo->add_option("--events", demo.events, "Sample events to commit")->capture_default_str()->check(CLI::Range(1, 100000));
   c_demo->add_flag("--hold", demo.hold, "Keep running after the samples until Ctrl-C");
+  c_demo->add_option("--admin-listen", demo.admin_listen,
+                     "Serve the console and /metrics on HOST:PORT (loopback; default with --hold: localhost:9187; off)");
 
   try {
     app.parse(argc, argv);

@@ -152,11 +152,15 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
     db.exec("UPDATE walhook.endpoint_health SET consecutive_failures = 0, first_failure_at = NULL, paused_until = NULL, "
             "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = now() WHERE endpoint_id = $1",
             id);
-    // Go-ahead means now: pending deliveries waiting out a backoff or a pause become due.
-    c.deliveries = db.exec("UPDATE walhook.deliveries SET next_attempt_at = now(), updated_at = now() "
-                           "WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > now()",
-                           id)
-                       .affected();
+    // Go-ahead means now: pending deliveries waiting out a backoff or a pause become due. The
+    // answer counts every pending one (all are due now), not only those that had to wait.
+    const auto waited = db.exec("UPDATE walhook.deliveries SET next_attempt_at = now(), updated_at = now() "
+                                "WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > now()",
+                                id)
+                            .affected();
+    c.deliveries = std::stoll(std::string(
+        db.exec("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'", id).value(0, 0)));
+    if (waited > 0) c.note = fmt::format("{} of them had been waiting out a backoff or a pause", waited);
     wake_relay(db, endpoint_id, "resume");
   } else if (action == "pause") {
     c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint resume {}`", endpoint_id);
@@ -191,11 +195,18 @@ change remove(blocking_db& db, std::int64_t endpoint_id) {
   // Its deliveries have nowhere to go any more (no foreign key: walhook's batches must never
   // fail on an endpoint deleted under them).
   db.exec("DELETE FROM walhook.deliveries WHERE endpoint_id = $1", id);
+  // Endpoints that named it as their contact no longer have one (no dangling id).
+  auto orphaned = db.exec("UPDATE walhook.endpoints SET contact_endpoint_id = NULL, updated_at = now() "
+                          "WHERE contact_endpoint_id = $1 RETURNING id",
+                          id);
   tx.commit();
-  return {.endpoint_id = endpoint_id,
-          .action = "removed",
-          .deliveries = open,
-          .note = open ? fmt::format("{} open deliver{} ended dead (endpoint removed)", open, open == 1 ? "y" : "ies") : ""};
+  std::string note;  // `deliveries` counts the open ones that ended with it
+  if (orphaned.rows() > 0) {
+    std::string ids;
+    for (int i = 0; i < orphaned.rows(); ++i) ids += (i ? ", " : "") + std::string(orphaned.value(i, 0));
+    note = fmt::format("endpoint{} {} had it as contact endpoint: now none", orphaned.rows() == 1 ? "" : "s", ids);
+  }
+  return {.endpoint_id = endpoint_id, .action = "removed", .deliveries = open, .note = note};
 }
 
 // ------------------------------------------------------------------------------------ update

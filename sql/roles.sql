@@ -54,7 +54,6 @@ GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies o
 GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfills after a slot loss (migration 005)
 GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
 GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walhook reshard)
-GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;  -- notifications (migration 006)
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
 GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;
@@ -62,7 +61,8 @@ GRANT UPDATE (secret, secret_grace_until) ON walhook.endpoints TO walhook_relay;
 
 GRANT USAGE ON SCHEMA walhook TO walhook_app;
 -- Not xid: its default (the inserting transaction) is what lets walhook backfill after a slot loss.
-GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at, endpoint_id), SELECT (id)
+-- Not endpoint_id: the direct route is walhook's own (its notifications to contact endpoints).
+GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at), SELECT (id)
   ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
 GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;

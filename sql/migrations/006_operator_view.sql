@@ -18,6 +18,44 @@ ALTER TABLE walhook.endpoints
 CREATE INDEX deliveries_open_age ON walhook.deliveries (endpoint_id, event_created_at)
   WHERE status IN ('pending', 'sending');
 
+-- 4. walhook.* event types are walhook's own: publish() refuses them (walhook writes its
+-- notifications with its own INSERT). The direct route (outbox.endpoint_id) is walhook's too:
+-- the application role gets no INSERT on it.
+CREATE OR REPLACE FUNCTION walhook.publish(tenant_id text, event_type text, payload jsonb,
+                                           merge_key text DEFAULT NULL, aggregate_id text DEFAULT NULL)
+RETURNS uuid LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  new_id uuid;
+BEGIN
+  IF octet_length(tenant_id) NOT BETWEEN 1 AND 256 THEN
+    RAISE EXCEPTION 'walhook.publish: tenant_id must be 1 to 256 bytes (got %)', coalesce(octet_length(tenant_id), 0)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF octet_length(event_type) NOT BETWEEN 1 AND 256 THEN
+    RAISE EXCEPTION 'walhook.publish: event_type must be 1 to 256 bytes (got %)', coalesce(octet_length(event_type), 0)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- walhook.* is walhook's own (its notifications, README "Notifications"): an application
+  -- cannot publish an event a receiver would take for one of walhook's.
+  IF publish.event_type LIKE 'walhook.%' THEN
+    RAISE EXCEPTION 'walhook.publish: event types walhook.* are reserved for walhook''s own notifications (got %)',
+      publish.event_type USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF octet_length(merge_key) > 1024 THEN
+    RAISE EXCEPTION 'walhook.publish: merge_key is % bytes, at most 1024 are allowed', octet_length(merge_key)
+      USING ERRCODE = 'invalid_parameter_value', HINT = 'Use an entity id, or a hash of a longer key.';
+  END IF;
+  IF octet_length(aggregate_id) > 1024 THEN
+    RAISE EXCEPTION 'walhook.publish: aggregate_id is % bytes, at most 1024 are allowed', octet_length(aggregate_id)
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  INSERT INTO walhook.outbox AS o (tenant_id, event_type, payload, merge_key, aggregate_id)
+  VALUES (publish.tenant_id, publish.event_type, publish.payload, publish.merge_key, publish.aggregate_id)
+  RETURNING o.id INTO new_id;
+  RETURN new_id;
+END
+$fn$;
+
 -- The least-privilege roles of sql/roles.sql, if this database has them.
 DO $grant$
 BEGIN
@@ -25,9 +63,6 @@ BEGIN
     -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped.
     GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;
     GRANT UPDATE (secret, secret_grace_until) ON walhook.endpoints TO walhook_relay;
-  END IF;
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walhook_app') THEN
-    GRANT INSERT (endpoint_id) ON walhook.outbox TO walhook_app;
   END IF;
 END
 $grant$;

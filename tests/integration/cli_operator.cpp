@@ -150,6 +150,11 @@ TEST_CASE("endpoint update: the columns change and the running walhook follows (
   CHECK(s.value("SELECT contact_endpoint_id FROM walhook.endpoints WHERE id = $1", id) == std::to_string(contact));
   REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", "none"}) == 0);
   CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
+  // Removing a contact endpoint leaves no dangling reference, and says so.
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", std::to_string(contact)}) == 0);
+  REQUIRE(s.cli({"endpoint", "remove", std::to_string(contact)}) == 0);
+  CHECK(s.last_output.find(fmt::format("endpoint {} had it as contact endpoint: now none", ep)) != std::string::npos);
+  CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
   (void)filtered_out;
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
@@ -224,7 +229,7 @@ TEST_CASE("endpoint remove: refuses without --force when pending deliveries woul
   }
   // stdin is /dev/null here: not a terminal.
   CHECK(s.cli({"endpoint", "remove", std::to_string(ep)}) == 1);
-  CHECK(s.last_output == fmt::format("walhook: endpoint {} has 3 pending deliveries; they end dead. Not removed: confirm "
+  CHECK(s.last_output == fmt::format("walhook: endpoint {} has 3 pending deliveries; removing it ends them. Not removed: confirm "
                                      "on a terminal, or give --force\n",
                                      ep));
   pg::params id{std::to_string(ep)};
@@ -235,7 +240,7 @@ TEST_CASE("endpoint remove: refuses without --force when pending deliveries woul
   const std::vector<std::string> remove{"endpoint", "remove", std::to_string(ep), "--database-url", s.url};
   auto [declined, asked] = run_on_terminal(remove, "n");
   CHECK(declined == 1);
-  CHECK(asked.find(fmt::format("endpoint {} has 3 pending deliveries; they end dead. Remove it? [y/N] ", ep)) != std::string::npos);
+  CHECK(asked.find(fmt::format("endpoint {} has 3 pending deliveries; removing it ends them. Remove it? [y/N] ", ep)) != std::string::npos);
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE id = $1", id) == "1");
   long long confirmed_ep = test::add_endpoint(s.db, "t", s.rcv->url("/z"), delivery::generate_secret());
   s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "

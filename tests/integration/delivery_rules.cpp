@@ -91,6 +91,8 @@ TEST_CASE("merge: endpoint down, 50 updates of one entity and 3 facts → the la
   relay::receiver_behaviour up;
   s.rcv->set_behaviour("/crm", up);
   REQUIRE(s.walhook_cli({"endpoint", "resume", std::to_string(ep)}) == 0);
+  // It answers with every pending delivery, all due now (not only those that had to wait).
+  CHECK(s.last_output.starts_with(fmt::format("endpoint {}: resumed; 4 deliveries due now\n", ep)));
   REQUIRE(test::eventually([&] { return s.received("/crm").size() >= 4; }, 20s));
   CHECK(test::eventually([&] { return pending() == "0"; }, 20s));
   auto got = s.received("/crm");

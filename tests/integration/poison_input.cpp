@@ -139,6 +139,16 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
   // A direct INSERT is refused by the table's constraint.
   CHECK_THROWS(s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload, merge_key) "
                          "VALUES ('t', 'x', '{}', repeat('k', 3000))"));
+  // walhook.* types are walhook's own notifications: an application cannot forge one.
+  out.clear();
+  try {
+    s.publish("walhook-operator", "walhook.endpoint.disabled");
+    FAIL("publish() accepted a walhook.* event type");
+  } catch (const std::exception& e) {
+    out = e.what();
+  }
+  CHECK(out.find("event types walhook.* are reserved") != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE event_type LIKE 'walhook.%'") == "0");
 
   relay::receiver_behaviour down;
   down.status = 503;
