@@ -367,6 +367,20 @@ std::map<std::int64_t, live_numbers> fetch_live(const status_args& a) {
   simdjson::dom::array endpoints;
   if (parser.parse(body).get(doc) || doc["endpoints"].get_array().get(endpoints))
     throw cli_error(fmt::format("--admin-url {}: GET /api/endpoints did not answer {{\"endpoints\": [...]}}", a.admin_url));
+  // A standby holds nothing in memory: its zeros would read as "nothing in flight".
+  bool streaming = true;
+  simdjson::dom::parser overview_parser;  // its own: a second parse would invalidate `endpoints`
+  simdjson::dom::element overview;
+  std::string overview_body;
+  try {
+    overview_body = admin_get(a.admin_url, "/api/overview", token);
+  } catch (const cli_error&) {
+    // an older walhook, or a database hiccup: the endpoints' numbers still stand
+  }
+  if (!overview_body.empty() && !overview_parser.parse(overview_body).get(overview) &&
+      !overview["streaming"].get_bool().get(streaming) && !streaming)
+    std::cerr << "walhook: " << a.admin_url << " is not streaming the slot (a standby, or reconnecting): its live "
+              << "numbers are 0; give the --admin-url of the instance that streams\n";
   std::map<std::int64_t, live_numbers> out;
   for (auto e : endpoints) {
     std::int64_t id = 0, queued = 0, in_flight = 0;
