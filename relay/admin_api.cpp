@@ -87,14 +87,41 @@ bool is_loopback_host(const std::string& host_header) {
   return !ec && a.is_loopback();
 }
 
+listen_address split_listen(const std::string& listen) {
+  auto needs = [&](std::string_view why) {
+    return cli_error(fmt::format("--admin-listen {}: {} (give HOST:PORT, e.g. localhost:9187, [::1]:9187 or :9187)",
+                                 listen, why));
+  };
+  listen_address out;
+  std::string_view port;
+  if (!listen.empty() && listen.front() == '[') {
+    const auto close = listen.find(']');
+    if (close == std::string::npos) throw needs("an unclosed [");
+    if (close + 1 >= listen.size() || listen[close + 1] != ':') throw needs("needs HOST:PORT, no port given");
+    out.host = listen.substr(1, close - 1);
+    port = std::string_view(listen).substr(close + 2);
+  } else {
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) throw needs("needs HOST:PORT, no port given");
+    out.host = listen.substr(0, colon);
+    if (out.host.find(':') != std::string::npos) throw needs("an IPv6 address needs brackets");
+    port = std::string_view(listen).substr(colon + 1);
+  }
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  unsigned value = 0;
+  if (digits) std::from_chars(port.data(), port.data() + port.size(), value);
+  if (!digits || value > 65535) throw needs(fmt::format("the port '{}' is not a number from 1 to 65535", port));
+  out.port = static_cast<unsigned short>(value);
+  return out;
+}
+
 admin_access check_admin_access(const run_options& o) {
   admin_access access;
   if (!o.admin_token_file.empty()) access.token = read_token_file(o.admin_token_file);  // as `walhook status` reads it
   if (o.admin_listen.empty()) return access;
   // Where the listener will bind (relay/admin_server.cpp resolves the same way).
-  auto colon = o.admin_listen.rfind(':');
-  if (colon == std::string::npos) throw cli_error("--admin-listen must be HOST:PORT, got " + o.admin_listen);
-  std::string host = host_of(o.admin_listen);
+  const std::string host = split_listen(o.admin_listen).host;
   if (host.empty()) {
     access.loopback_only = false;  // ":9187": every address
   } else {

@@ -29,6 +29,16 @@ struct admin_access {
   bool loopback_only = true;  ///< the listener binds loopback addresses only
 };
 
+/// --admin-listen split into its parts: "localhost:9187" → {"localhost", 9187}, "[::1]:9187" →
+/// {"::1", 9187}, ":9187" → {"", 9187} (every address). Port 0: any free one (tests). Throws
+/// cli_error naming the flag: no ":PORT" (also "[::1]" alone), a port that is not all digits or
+/// above 65535 ("localhost:80x" once bound port 80), an IPv6 address without brackets. Pure.
+struct listen_address {
+  std::string host;  ///< without brackets; "" = every address
+  unsigned short port = 0;
+};
+listen_address split_listen(const std::string& listen);
+
 /// Reads --admin-token-file and checks --admin-listen against it, before anything starts.
 /// Throws cli_error: an unreadable or empty token file; a non-loopback --admin-listen without a
 /// token file (naming --admin-token-file); an address that does not resolve.

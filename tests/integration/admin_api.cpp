@@ -9,6 +9,7 @@
 #include "tests/harness/harness.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <vector>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -61,6 +63,26 @@ http_answer call(unsigned short port, const std::string& method, const std::stri
   a.body = parser.get().body();
   for (const auto& f : parser.get()) a.headers[std::string(f.name_string())] = std::string(f.value());
   return a;
+}
+
+/// Sends `bytes` as they are and reads until the server closes (5 s): the raw answer.
+std::string raw_exchange(unsigned short port, const std::string& bytes) {
+  namespace beast = boost::beast;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(5s);
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) return {};
+  boost::asio::write(stream, boost::asio::buffer(bytes), ec);
+  std::string out;
+  char chunk[4096];
+  for (;;) {
+    auto n = stream.read_some(boost::asio::buffer(chunk), ec);
+    out.append(chunk, n);
+    if (ec) break;
+  }
+  return out;
 }
 
 unsigned short admin_port(const test::walhook_process& w) {
@@ -139,6 +161,37 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(page.headers["Content-Type"].starts_with("text/html"));
     CHECK(page.body.find("<html") != std::string::npos);
     CHECK(call(port, "GET", "/console/no-such-file.js").status == 404);
+  }
+  // Not frameable by another site (clickjacking), only its own files, no sniffing, no Referer:
+  // on the console's files and the API's answers alike.
+  for (const auto& [target, headers] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"/console/", {}}, {"/console/app.js", {}}, {"/api/overview", auth}, {"/api/overview", {}}}) {
+    INFO(target);
+    auto a = call(port, "GET", target, headers);
+    CHECK(a.headers["Content-Security-Policy"].find("frame-ancestors 'none'") != std::string::npos);
+    CHECK(a.headers["Content-Security-Policy"].find("default-src 'self'") != std::string::npos);
+    CHECK(a.headers["Content-Security-Policy"].find("unsafe-inline") == std::string::npos);
+    CHECK(a.headers["X-Frame-Options"] == "DENY");
+    CHECK(a.headers["X-Content-Type-Options"] == "nosniff");
+    CHECK(a.headers["Referrer-Policy"] == "no-referrer");
+  }
+  // The probes ignore a query string as /api does; their text says its charset.
+  for (const char* target : {"/healthz?x", "/metrics?x", "/readyz?x"}) {
+    INFO(target);
+    auto a = call(port, "GET", target);
+    CHECK(a.status == 200);
+    CHECK(a.headers["Content-Type"].find("charset=utf-8") != std::string::npos);
+  }
+  CHECK(call(port, "GET", "/nowhere").headers["Content-Type"] == "text/plain; charset=utf-8");
+  // A request Beast refuses gets a short answer before the close, not a bare reset.
+  {
+    auto big_header = call(port, "GET", "/healthz", {{"X-Big", std::string(20000, 'a')}});
+    CHECK(big_header.status == 431);
+    auto big_body = call(port, "POST", "/api/endpoints/1/pause", json_post, std::string(2 * 1024 * 1024, ' '));
+    CHECK(big_body.status == 413);
+    CHECK(big_body.body.find("too large") != std::string::npos);
+    auto malformed = raw_exchange(port, "GARBAGE\r\n\r\n");
+    CHECK(malformed.starts_with("HTTP/1.1 400"));
   }
 
   // A non-loopback address without a token: refused before anything starts, naming the flag.
