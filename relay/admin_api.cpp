@@ -185,7 +185,19 @@ api_response error_response(unsigned status, std::string_view message) {
   return {status, j.take()};
 }
 
-/// A cli_error of an action or a read, as the status docs/api.md gives it.
+}  // namespace
+
+unsigned status_of_sqlstate(std::string_view sqlstate) {
+  if (sqlstate == "57014") return 504;
+  if (sqlstate.starts_with("22")) return 400;
+  if (sqlstate.starts_with("23")) return 409;
+  return 503;
+}
+
+namespace {
+
+/// A cli_error of walhook's own checks in an action or a read (not PostgreSQL's), as the status
+/// docs/api.md gives it. By message: relay/operations.cpp throws one kind for all of them.
 unsigned status_of_user_error(std::string_view message) {
   if (message.starts_with("no ")) return 404;  // "no endpoint with id 7", "no event …"
   // An attempt in flight, another state of the merge key pending (operations::resend).
@@ -395,8 +407,19 @@ struct db_worker_state {
 
   bool connection_bad() const { return !db || PQstatus(db->native()) != CONNECTION_OK; }
 
+  /// An action that failed half-way leaves nothing behind.
+  void rollback() {
+    if (!db || PQtransactionStatus(db->native()) == PQTRANS_IDLE) return;
+    try {
+      db->exec("ROLLBACK");
+    } catch (const cli_error&) {
+      db.reset();
+    }
+  }
+
   /// Runs `f` with the connection (connecting if needed) and maps what it throws: an
-  /// unreachable database → 503 (the connection is made again next time), a user error → 4xx.
+  /// unreachable database → 503 (the connection is made again next time), PostgreSQL's refusal
+  /// by SQLSTATE (status_of_sqlstate), walhook's own checks → 4xx.
   api_response with_db(const std::function<api_response(blocking_db&)>& f) {
     try {
       if (connection_bad()) {
@@ -405,18 +428,27 @@ struct db_worker_state {
         db->exec("SET statement_timeout = '10s'");
       }
       return f(*db);
+    } catch (const pg_error& e) {
+      // PostgreSQL refused a statement: by its SQLSTATE, the caller's input or the server's trouble.
+      if (connection_bad()) {
+        db.reset();
+        return error_response(503, fmt::format("database unreachable: {}", e.what()));
+      }
+      rollback();
+      const unsigned status = status_of_sqlstate(e.sqlstate());
+      if (status >= 500) {
+        log::warn("admin.database_failed", {{"sqlstate", e.sqlstate()}, {"error", e.what()}});
+        return error_response(status, status == 504 ? fmt::format("the database did not answer in time (statement "
+                                                                  "timeout, 10 s): {}", e.what())
+                                                    : fmt::format("database failure ({}): {}", e.sqlstate(), e.what()));
+      }
+      return error_response(status, e.what());
     } catch (const cli_error& e) {
       if (connection_bad()) {
         db.reset();
         return error_response(503, fmt::format("database unreachable: {}", e.what()));
       }
-      if (PQtransactionStatus(db->native()) != PQTRANS_IDLE) {
-        try {
-          db->exec("ROLLBACK");  // an action that failed half-way leaves nothing behind
-        } catch (const cli_error&) {
-          db.reset();
-        }
-      }
+      rollback();
       return error_response(status_of_user_error(e.what()), e.what());
     } catch (const std::exception& e) {
       db.reset();  // its state is unknown

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace walhook::relay {
 
@@ -68,6 +69,12 @@ struct api_response {
 /// (401); none → Host must name a loopback host (403); POST → application/json (415). Pure.
 /// nullopt: allowed.
 std::optional<api_response> check_request(const admin_access& access, const api_request& req);
+
+/// The status of a database error by its SQLSTATE: 504 for 57014 (statement timeout), 400 for
+/// class 22 (data exception: the caller's text did not parse, e.g. a bad timestamptz), 409 for
+/// class 23 (a constraint: a concurrent change), 503 for anything else (the server's trouble,
+/// never the caller's input). Pure.
+unsigned status_of_sqlstate(std::string_view sqlstate);
 
 /// True if a Host header value ("localhost:9187", "127.0.0.1", "[::1]:80") names loopback.
 bool is_loopback_host(const std::string& host);

@@ -37,12 +37,13 @@ struct http_answer {
 
 /// One request to 127.0.0.1:port (5 s). `headers` are sent as given (Host included).
 http_answer call(unsigned short port, const std::string& method, const std::string& target,
-                 std::map<std::string, std::string> headers = {}, const std::string& body = "") {
+                 std::map<std::string, std::string> headers = {}, const std::string& body = "",
+                 std::chrono::seconds deadline = 5s) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
-  stream.expires_after(5s);
+  stream.expires_after(deadline);
   boost::system::error_code ec;
   stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
   if (ec) return {0, ec.message(), {}};
@@ -336,6 +337,21 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(a.body.find("\"streaming\":false") != std::string::npos);  // a standby
     CHECK(call(p2, "POST", fmt::format("/api/endpoints/{}/pause", good), {{"Content-Type", "text/plain"}}, "{}").status == 415);
     standby.kill9();
+  }
+
+  // --- a statement timeout is the server's trouble, not the caller's: 504, never 400
+  {
+    relay::blocking_db locker(s.url);
+    locker.exec("BEGIN");
+    locker.exec("LOCK TABLE walhook.endpoint_health IN ACCESS EXCLUSIVE MODE");
+    auto a = call(port, "GET", "/api/endpoints", auth, "", 20s);
+    locker.exec("ROLLBACK");
+    CHECK(a.status == 504);
+    CHECK(a.body.find("statement timeout") != std::string::npos);
+    CHECK(call(port, "GET", "/api/endpoints", auth).status == 200);  // the connection still serves
+    // The caller's bad input stays 400 (a timestamptz that does not parse: SQLSTATE 22007).
+    CHECK(call(port, "POST", fmt::format("/api/endpoints/{}/replay", dl), json_post, R"({"since": "yesterday-ish"})")
+              .status == 400);
   }
 
   // --- PostgreSQL down: /api answers 503 at once, the probes still answer

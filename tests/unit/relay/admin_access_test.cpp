@@ -137,3 +137,12 @@ TEST_CASE("admin access: --admin-listen HOST:PORT is split strictly") {
   CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("is empty"), cli_error);
   std::remove(zero.c_str());
 }
+
+TEST_CASE("admin API: a database error's status comes from its SQLSTATE, not its message") {
+  CHECK(status_of_sqlstate("57014") == 504);  // statement timeout
+  CHECK(status_of_sqlstate("22007") == 400);  // invalid_datetime_format: the caller's since/until
+  CHECK(status_of_sqlstate("22P02") == 400);  // invalid_text_representation
+  CHECK(status_of_sqlstate("23505") == 409);  // a concurrent change
+  for (const char* server : {"42501", "53100", "57P01", "40001", "40P01", "42P01", "XX000", "08006", ""})
+    CHECK(status_of_sqlstate(server) == 503);
+}
