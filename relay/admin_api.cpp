@@ -531,46 +531,64 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
   // The routes below are plain functions returning the worker's awaitable, not coroutines: their
   // lambdas (with captures) are built outside any coroutine frame (see on_worker).
 
+  /// The overview's fields; `slot_row` the pg_replication_slots row (lag bytes, wal_status) if
+  /// the database answered, `database` "ok" or "unreachable".
+  static api_response overview_answer(const live_status& live, std::size_t kept, std::size_t capacity,
+                                      std::chrono::system_clock::time_point oldest, const pg::query_result* slot_row,
+                                      std::string_view database) {
+    json_writer j;
+    j.begin_object()
+        .field("version", std::string(walhook_version))
+        .field("instance", live.instance)
+        .field("slot", live.slot)
+        .field("streaming", live.streaming)
+        .key("slot_lag_seconds")
+        .number(live.lag_seconds);
+    if (slot_row && slot_row->rows() > 0) {
+      optional_int(j, "slot_lag_bytes", *slot_row, 0, 0);
+      optional_text(j, "slot_wal_status", *slot_row, 0, 1);
+    } else {
+      j.key("slot_lag_bytes").null();
+      j.field("slot_wal_status", live.slot_wal_status);  // as the engine last read it
+    }
+    j.field("confirmed_lsn", live.confirmed_lsn)
+        .field("queued", static_cast<std::int64_t>(live.queued))
+        .field("in_flight", static_cast<std::int64_t>(live.in_flight))
+        .key("recent_outcomes")
+        .begin_object()
+        .field("kept", static_cast<std::int64_t>(kept))
+        .field("capacity", static_cast<std::int64_t>(capacity))
+        .key("since");
+    if (kept) j.string(format_iso8601(oldest));
+    else j.null();
+    j.end_object().field("database", database).end_object();
+    return api_response{200, j.take()};
+  }
+
+  /// The worker's answer, or `fallback` if the database failed (503/504): what memory knows.
+  static asio::awaitable<api_response> or_from_memory(asio::awaitable<api_response> from_db, api_response fallback) {
+    auto a = co_await std::move(from_db);
+    if (a.status == 503 || a.status == 504) co_return fallback;
+    co_return a;
+  }
+
   asio::awaitable<api_response> overview() {
     live_status live = eng.live();
     const auto& log = eng.recent_outcomes();
     const std::size_t kept = log.size();
     const std::size_t capacity = log.capacity();
     const auto oldest = log.oldest();
-    return on_worker([live, kept, capacity, oldest](blocking_db& db) {
-      pg::params p{live.slot};
-      auto r = db.exec(
-          "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), "
-          "confirmed_flush_lsn)::bigint END, wal_status FROM pg_replication_slots WHERE slot_name = $1",
-          p);
-      json_writer j;
-      j.begin_object()
-          .field("version", std::string(walhook_version))
-          .field("instance", live.instance)
-          .field("slot", live.slot)
-          .field("streaming", live.streaming)
-          .key("slot_lag_seconds")
-          .number(live.lag_seconds);
-      if (r.rows() > 0) {
-        optional_int(j, "slot_lag_bytes", r, 0, 0);
-        optional_text(j, "slot_wal_status", r, 0, 1);
-      } else {
-        j.key("slot_lag_bytes").null();
-        j.field("slot_wal_status", live.slot_wal_status);
-      }
-      j.field("confirmed_lsn", live.confirmed_lsn)
-          .field("queued", static_cast<std::int64_t>(live.queued))
-          .field("in_flight", static_cast<std::int64_t>(live.in_flight))
-          .key("recent_outcomes")
-          .begin_object()
-          .field("kept", static_cast<std::int64_t>(kept))
-          .field("capacity", static_cast<std::int64_t>(capacity))
-          .key("since");
-      if (kept) j.string(format_iso8601(oldest));
-      else j.null();
-      j.end_object().end_object();
-      return api_response{200, j.take()};
-    });
+    // PostgreSQL down: the live fields still answer (the console shows its cards and the error).
+    auto fallback = overview_answer(live, kept, capacity, oldest, nullptr, "unreachable");
+    return or_from_memory(on_worker([live, kept, capacity, oldest](blocking_db& db) {
+                            pg::params p{live.slot};
+                            auto r = db.exec(
+                                "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), "
+                                "confirmed_flush_lsn)::bigint END, wal_status FROM pg_replication_slots WHERE slot_name = $1",
+                                p);
+                            return overview_answer(live, kept, capacity, oldest, &r, "ok");
+                          }),
+                          std::move(fallback));
   }
 
   asio::awaitable<api_response> endpoints(std::optional<std::int64_t> one) {
@@ -628,13 +646,29 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
       pg::params p{event_id};
       auto ev = db.exec(
           "SELECT id, tenant_id, event_type, created_at, endpoint_id FROM walhook.outbox WHERE id = $1::uuid", p);
-      // The endpoints it routes to now (direct: only that one, if of its tenant).
+      // The endpoints its tenant and type (or direct route) match now; one created after the
+      // event never gets it (the stream routed it before the endpoint existed).
       auto routed = db.exec(R"sql(
-SELECT e.id FROM walhook.outbox o JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
+SELECT e.id, e.created_at > o.created_at, e.created_at FROM walhook.outbox o
+  JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
  WHERE o.id = $1::uuid
    AND CASE WHEN o.endpoint_id IS NOT NULL THEN e.id = o.endpoint_id
             ELSE e.event_types IS NULL OR o.event_type = ANY (e.event_types) END)sql",
                             p);
+      // A newer state of its merge key with a row, per endpoint: this one was merged into it
+      // (superseded in memory, so it never got a row of its own).
+      auto merged = db.exec(R"sql(
+SELECT DISTINCT ON (d.endpoint_id) d.endpoint_id, d.event_id, d.status
+  FROM walhook.outbox o
+  JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
+  JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.merge_key = o.merge_key AND d.event_id <> o.id
+   AND d.event_created_at > o.created_at AND d.status IN ('pending', 'sending', 'delivered')
+ WHERE o.id = $1::uuid AND o.merge_key IS NOT NULL
+ ORDER BY d.endpoint_id, d.event_created_at DESC)sql",
+                            p);
+      std::map<std::int64_t, std::pair<std::string, std::string>> merged_into;  // endpoint → (event, status)
+      for (int i = 0; i < merged.rows(); ++i)
+        merged_into[int_of(merged.value(i, 0))] = {std::string(merged.value(i, 1)), std::string(merged.value(i, 2))};
       // Its delivery rows: one index probe per endpoint (deliveries are keyed by endpoint first).
       auto rows = db.exec(fmt::format(R"sql(
 SELECT d.endpoint_id, {} FROM walhook.endpoints e
@@ -645,10 +679,24 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
                           p);
       std::map<std::int64_t, int> row_of;
       for (int i = 0; i < rows.rows(); ++i) row_of[int_of(rows.value(i, 0))] = i;
-      std::map<std::int64_t, bool> shown;  // endpoint → routed now
-      for (int i = 0; i < routed.rows(); ++i) shown[int_of(routed.value(i, 0))] = true;
-      for (const auto& [id, i] : row_of) shown.emplace(id, false);
-      for (const auto& e : recent) shown.emplace(e.endpoint_id, false);
+      struct route {
+        bool routed = false;
+        bool added_after = false;           ///< the endpoint was created after the event
+        std::optional<std::string> reason;  ///< why not routed
+      };
+      std::map<std::int64_t, route> shown;
+      for (int i = 0; i < routed.rows(); ++i) {
+        const bool late = routed.value(i, 1) == "t";
+        route r{.routed = !late, .added_after = late, .reason = std::nullopt};
+        if (!r.routed)
+          r.reason = "the endpoint was added after the event (created " +
+                     pg_timestamptz_to_iso8601(routed.value(i, 2)).value_or(std::string(routed.value(i, 2))) +
+                     "): it never gets it";
+        shown[int_of(routed.value(i, 0))] = r;
+      }
+      const route other{.routed = false, .added_after = false, .reason = "its tenant, event types or direct route do not match it now"};
+      for (const auto& [id, i] : row_of) shown.emplace(id, other);
+      for (const auto& e : recent) shown.emplace(e.endpoint_id, other);
       if (ev.rows() == 0 && shown.empty())
         return error_response(404, fmt::format("no event with id {} (the outbox row is gone, or never was)", event_id));
       std::vector<std::int64_t> ids;
@@ -671,11 +719,11 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
         j.end_object();
       }
       j.key("endpoints").begin_array();
-      for (const auto& [id, is_routed] : shown) {
+      for (const auto& [id, where] : shown) {
         j.begin_object().field("endpoint_id", id).key("url");
         if (auto u = url_of.find(id); u != url_of.end()) j.string(u->second);
         else j.null();  // removed since
-        j.field("routed", is_routed).key("delivery");
+        j.field("routed", where.routed).field("routed_reason", where.reason).key("delivery");
         std::string verdict = "unknown";
         if (auto r = row_of.find(id); r != row_of.end()) {
           j.begin_object();
@@ -696,16 +744,34 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
           j.end_object();
         }
         j.end_array();
+        // Why the verdict is what it is, when neither a row nor an attempt says so.
+        std::optional<std::string> reason;
         if (row_of.find(id) == row_of.end()) {
           if (last) {
             verdict = last->result == "retry" ? "pending" : last->result;
-          } else if (kept > 0 && created &&
-                     std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                         created->time_since_epoch())) > oldest) {
-            verdict = "pending";  // newer than the record's window and no attempt ended yet
+          } else if (where.added_after) {
+            verdict = "not_routed";
+            reason = where.reason;
+          } else if (auto m = merged_into.find(id); m != merged_into.end()) {
+            verdict = "merged";
+            reason = fmt::format("merged into a newer event, {}, of the same merge key ({} for this endpoint): only the "
+                                 "newest state of a merge key is sent",
+                                 m->second.first, m->second.second);
+          } else {
+            // No row and no attempt: never "pending", which would be a promise.
+            const bool in_window =
+                kept > 0 && created &&
+                std::chrono::system_clock::time_point(
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(created->time_since_epoch())) > oldest;
+            reason = std::string("no delivery row and no attempt in this walhook's in-memory record: ") +
+                     (in_window ? "it is newer than the record's oldest entry, so most likely still queued in memory; "
+                                  "or merged into a newer event of its merge key, or sent by another walhook instance"
+                                : "still queued in memory, merged into a newer event of its merge key, or delivered "
+                                  "before the in-memory record began (a first-try success leaves no row with --record "
+                                  "failed; the record is lost at restart)");
           }
         }
-        j.field("verdict", verdict).end_object();
+        j.field("verdict", verdict).field("reason", reason).end_object();
       }
       j.end_array();
       j.field("note",

@@ -471,10 +471,19 @@
 
     async function load(background) {
       try {
-        const [o, list] = await Promise.all([api('GET', '/api/overview'), api('GET', '/api/endpoints')]);
+        // The overview answers from memory while PostgreSQL is down: show its cards either way.
+        const [oa, la] = await Promise.allSettled([api('GET', '/api/overview'), api('GET', '/api/endpoints')]);
         if (gen !== state.generation) return;
-        overview.replaceChildren(overviewCards(o));
-        $('top-info').textContent = [o.version ? 'walhook ' + o.version : null, o.instance].filter(Boolean).join(' · ');
+        if (oa.status === 'fulfilled') {
+          const o = oa.value;
+          overview.replaceChildren(overviewCards(o));
+          $('top-info').textContent = [o.version ? 'walhook ' + o.version : null, o.instance].filter(Boolean).join(' · ');
+        } else if (!overview.querySelector('#overview-stats')) {
+          overview.replaceChildren();
+        }
+        if (la.status === 'rejected') throw la.reason;
+        if (oa.status === 'rejected') throw oa.reason;
+        const list = la.value;
         endpoints = (list && list.endpoints) || [];
         banner.replaceChildren();
         render();

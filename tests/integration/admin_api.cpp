@@ -142,6 +142,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(bool(doc["streaming"]) == true);
     CHECK(std::string_view(doc["slot"]) == s.slot);
     CHECK(doc["recent_outcomes"]["capacity"].get_int64().value() == 100000);
+    CHECK(std::string_view(doc["database"]) == "ok");
   }
   // The probes and the scraper stay open.
   CHECK(call(port, "GET", "/healthz").status == 200);
@@ -339,6 +340,55 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     standby.kill9();
   }
 
+  // --- verdicts never promise a delivery that will not happen
+  {
+    // (a) An endpoint added after the event: the stream routed the event before it existed.
+    const auto before = publish(s.db, "late");
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    const auto late = test::add_endpoint(s.db, "late", s.rcv->url("/late"), delivery::generate_secret());
+    auto a = call(port, "GET", "/api/events/" + before, auth);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    REQUIRE(doc["endpoints"].get_array().size() == 1);
+    auto ep = doc["endpoints"].at(0);
+    CHECK(ep["endpoint_id"].get_int64().value() == late);
+    CHECK_FALSE(bool(ep["routed"]));
+    CHECK(std::string_view(ep["routed_reason"]).find("added after the event") != std::string_view::npos);
+    CHECK(std::string_view(ep["verdict"]) == "not_routed");
+    CHECK(s.rcv->count("/late") == 0);
+
+    // (b) A state superseded by a newer one of its merge key while it waited in memory: no
+    // row, no attempt, never a row to come. One slow attempt in flight holds B and C queued.
+    const auto m = test::add_endpoint(s.db, "merge", s.rcv->url("/merge"), delivery::generate_secret(), {}, 1);
+    relay::receiver_behaviour slow;
+    slow.delay = 1500ms;
+    s.rcv->set_behaviour("/merge", slow);
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    s.publish("merge", "order.paid", R"({"v":1})", std::string("k1"));
+    REQUIRE(test::eventually(
+        [&] {
+          auto e = call(port, "GET", fmt::format("/api/endpoints/{}", m), auth);
+          return e.status == 200 && e.body.find("\"in_flight\":1") != std::string::npos;
+        },
+        10s, 20ms));
+    const auto b = s.publish("merge", "order.paid", R"({"v":2})", std::string("k1"));
+    const auto c = s.publish("merge", "order.paid", R"({"v":3})", std::string("k1"));
+    REQUIRE(test::eventually([&] { return s.received("/merge").size() == 2; }, 15s));
+    auto got = s.received("/merge");
+    REQUIRE(got.size() == 2);
+    CHECK(got[1].webhook_id == c);  // B was merged away
+    auto answer = call(port, "GET", "/api/events/" + b, auth);
+    REQUIRE(answer.status == 200);
+    doc = parser.parse(answer.body);
+    auto mep = doc["endpoints"].at(0);
+    CHECK(mep["endpoint_id"].get_int64().value() == m);
+    CHECK(bool(mep["routed"]));
+    CHECK(mep["delivery"].is_null());
+    const std::string_view verdict = mep["verdict"];
+    CHECK((verdict == "unknown" || verdict == "merged"));
+    CHECK(std::string_view(mep["reason"]).find("merged into a newer event") != std::string_view::npos);
+  }
+
   // --- a statement timeout is the server's trouble, not the caller's: 504, never 400
   {
     relay::blocking_db locker(s.url);
@@ -363,6 +413,15 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(a.body.find("database unreachable") != std::string::npos);
     CHECK(call(port, "GET", "/healthz").status == 200);
     CHECK(call(port, "GET", "/api/endpoints", auth).status == 503);  // reconnects, fails again
+    // The overview answers from memory, its database fields null, saying why.
+    auto o = call(port, "GET", "/api/overview", auth);
+    CHECK(o.status == 200);
+    simdjson::dom::element doc = parser.parse(o.body);
+    CHECK(std::string_view(doc["database"]) == "unreachable");
+    CHECK(doc["slot_lag_bytes"].is_null());
+    CHECK(doc["queued"].is_int64());
+    CHECK(doc["in_flight"].is_int64());
+    CHECK(doc["recent_outcomes"]["kept"].get_int64().value() > 0);
     CHECK(std::chrono::steady_clock::now() - began < 5s);
   }
   REQUIRE(test::cluster().start());
