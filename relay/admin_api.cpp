@@ -398,6 +398,41 @@ struct json_body {
 
 }  // namespace
 
+std::string operator_of(std::string_view header) {
+  // Percent-decoding (the console sends encodeURIComponent(name): header values are ASCII).
+  std::string decoded;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    unsigned v = 0;
+    if (header[i] == '%' && i + 2 < header.size() &&
+        std::from_chars(header.data() + i + 1, header.data() + i + 3, v, 16).ptr == header.data() + i + 3) {
+      decoded += static_cast<char>(v);
+      i += 2;
+    } else {
+      decoded += header[i];
+    }
+  }
+  // At most 100 characters (UTF-8 sequences kept whole), control characters dropped.
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < decoded.size();) {
+    const auto c = static_cast<unsigned char>(decoded[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+    if (i + len > decoded.size()) len = 1;
+    if (c < 0x20 || c == 0x7f) {
+      i += 1;
+      continue;
+    }
+    if (chars == 100) {
+      out += "…";
+      break;
+    }
+    out.append(decoded, i, len);
+    i += len;
+    ++chars;
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------------------------ the API
 
 /// The database worker's state: one connection, used on the worker thread only.
@@ -790,8 +825,8 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
     std::string by, remote, token;
   };
   actor actor_of(const api_request& req) const {
-    return {req.operator_name.empty() ? "-" : req.operator_name, req.remote,
-            access.token.empty() ? "none" : token_fingerprint(access.token)};
+    auto by = operator_of(req.operator_name);
+    return {by.empty() ? "-" : by, req.remote, access.token.empty() ? "none" : token_fingerprint(access.token)};
   }
   static void log_action(const actor& who, std::string_view action, std::int64_t endpoint_id,
                          const std::string& event_id, std::int64_t deliveries) {
@@ -827,7 +862,15 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
       auto changes = operations::replay(db, f);
       std::int64_t n = 0;
       for (const auto& c : changes) n += c.deliveries;
-      log_action(who, "replay", id, {}, n);
+      log::info("admin.action", {{"action", "replay"},
+                                 {"endpoint_id", id},
+                                 {"event_id", "-"},
+                                 {"since", f.since ? std::string_view(*f.since) : std::string_view("-")},
+                                 {"until", f.until ? std::string_view(*f.until) : std::string_view("-")},
+                                 {"deliveries", n},
+                                 {"by", who.by},
+                                 {"remote", who.remote},
+                                 {"token", who.token}});
       json_writer j;
       j.begin_object().field("replayed", n).key("changes").begin_array();
       for (const auto& c : changes) {

@@ -76,6 +76,11 @@ std::optional<api_response> check_request(const admin_access& access, const api_
 /// never the caller's input). Pure.
 unsigned status_of_sqlstate(std::string_view sqlstate);
 
+/// X-Walhook-Operator as logged: percent-decoded (the console sends encodeURIComponent(name), so
+/// "Zoë" arrives as "Zo%C3%AB"), control characters dropped, at most 100 characters (then "…").
+/// Pure.
+std::string operator_of(std::string_view header);
+
 /// True if a Host header value ("localhost:9187", "127.0.0.1", "[::1]:80") names loopback.
 bool is_loopback_host(const std::string& host);
 

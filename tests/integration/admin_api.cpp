@@ -270,7 +270,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
   CHECK(call(port, "GET", fmt::format("/api/endpoints/{}/pause", good), auth).status == 405);
   {
     auto by_alice = json_post;
-    by_alice["X-Walhook-Operator"] = "alice";
+    by_alice["X-Walhook-Operator"] = "alice%20Zo%C3%AB";  // the console percent-encodes the name
     auto a = call(port, "POST", fmt::format("/api/endpoints/{}/pause", good), by_alice, "{}");
     REQUIRE(a.status == 200);
     simdjson::dom::element doc = parser.parse(a.body);
@@ -278,7 +278,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(doc["endpoint_id"].get_int64().value() == good);
     CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "paused");
     CHECK(test::eventually([&] { return walhook.count_in_log("\"admin.action\"") == 1; }, 5s));
-    CHECK(walhook.log().find("\"by\":\"alice\"") != std::string::npos);
+    CHECK(walhook.log().find("\"by\":\"alice Zoë\"") != std::string::npos);
     auto r = call(port, "POST", fmt::format("/api/endpoints/{}/resume", good), json_post, "");
     REQUIRE(r.status == 200);
     CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "active");
@@ -320,6 +320,8 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     REQUIRE(r.status == 200);
     simdjson::dom::element replayed = parser.parse(r.body);
     CHECK(replayed["replayed"].get_int64().value() == 1);
+    CHECK(test::eventually([&] { return walhook.log().find(R"("action":"replay","endpoint_id":)") != std::string::npos; }, 5s));
+    CHECK(walhook.log().find(R"("since":"-","until":"-")") != std::string::npos);
     REQUIRE(test::eventually([&] { return s.rcv->count("/dl") == 2; }, 15s));
     CHECK(test::eventually(
         [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", dl_id) == "delivered"; }, 10s));

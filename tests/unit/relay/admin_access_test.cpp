@@ -146,3 +146,17 @@ TEST_CASE("admin API: a database error's status comes from its SQLSTATE, not its
   for (const char* server : {"42501", "53100", "57P01", "40001", "40P01", "42P01", "XX000", "08006", ""})
     CHECK(status_of_sqlstate(server) == 503);
 }
+
+TEST_CASE("admin API: X-Walhook-Operator is percent-decoded, cleaned and capped for the log") {
+  CHECK(operator_of("alice") == "alice");
+  CHECK(operator_of("Zo%C3%AB%20K.") == "Zoë K.");
+  CHECK(operator_of("50%") == "50%");    // not an escape: kept
+  CHECK(operator_of("%zz") == "%zz");
+  CHECK(operator_of("a%0Ab\x1b[31m") == "ab[31m");  // no line breaks or escapes in the log
+  CHECK(operator_of(std::string(7000, 'a')) == std::string(100, 'a') + "…");
+  std::string many;
+  for (int i = 0; i < 150; ++i) many += "%C3%AB";
+  std::string hundred;
+  for (int i = 0; i < 100; ++i) hundred += "ë";
+  CHECK(operator_of(many) == hundred + "…");
+}
