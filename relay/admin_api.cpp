@@ -276,7 +276,9 @@ SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
     SELECT min(d.event_created_at) AS oldest FROM walhook.deliveries d
      WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'sending') AND d.created_at >= e.created_at) o ON true
  WHERE $1::bigint IS NULL OR e.id = $1::bigint
- ORDER BY 11 DESC NULLS LAST, 12 DESC, e.id)sql";
+  -- Worst first: oldest pending age, failures in a row, then dead letters (an endpoint whose
+  -- deliveries die unattempted, e.g. an invalid URL, has neither of the first two).
+ ORDER BY 11 DESC NULLS LAST, 12 DESC, 10 DESC, e.id)sql";
 
 /// One row of endpoints_sql as the fields of docs/api.md (the object is the caller's).
 void endpoint_fields(json_writer& j, const pg::query_result& r, int i, const live_status& live, bool detail) {
@@ -300,7 +302,9 @@ void endpoint_fields(json_writer& j, const pg::query_result& r, int i, const liv
   else j.number(std::strtod(std::string(r.value(i, 10)).c_str(), nullptr));
   j.field("consecutive_failures", int_of(r.value(i, 11)));
   optional_int(j, "last_status", r, i, 12);
-  optional_text(j, "last_error", r, i, 13, true);
+  // No attempt failed, yet deliveries may die unattempted (an invalid URL): the engine's reason.
+  if (r.is_null(i, 13) && !load.config_error.empty()) j.field("last_error", delivery::cap_text(load.config_error));
+  else optional_text(j, "last_error", r, i, 13, true);
   optional_text(j, "disabled_reason", r, i, 14, true);
   const auto fingerprints = operations::secret_fingerprints(std::string(r.value(i, 15)));
   j.field("secret_fingerprints", fingerprints.empty() ? std::nullopt : std::optional<std::string>(fingerprints));

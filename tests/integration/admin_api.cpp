@@ -391,6 +391,32 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(std::string_view(mep["reason"]).find("merged into a newer event") != std::string_view::npos);
   }
 
+  // --- worst first counts dead letters: an endpoint whose deliveries die unattempted (an
+  // invalid URL: no failure, no pending) is not at the bottom, and says why
+  {
+    const auto broken = test::add_endpoint(s.db, "broken", "not a url", delivery::generate_secret());
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    publish(s.db, "broken");
+    publish(s.db, "broken");
+    pg::params broken_id{std::to_string(broken)};
+    REQUIRE(test::eventually(
+        [&] { return s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'dead'", broken_id) == "2"; },
+        15s));
+    auto a = call(port, "GET", "/api/endpoints", auth);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    std::vector<std::int64_t> order;
+    simdjson::dom::element row_of_broken;
+    for (auto e : doc["endpoints"].get_array()) {
+      order.push_back(e["id"].get_int64().value());
+      if (order.back() == broken) row_of_broken = e;
+    }
+    auto at = [&](std::int64_t id) { return std::find(order.begin(), order.end(), id) - order.begin(); };
+    CHECK(at(broken) < at(good));  // good: nothing pending, no failures, no dead letters
+    CHECK(row_of_broken["consecutive_failures"].get_int64().value() == 0);
+    CHECK(std::string_view(row_of_broken["last_error"]).find("invalid endpoint URL") != std::string_view::npos);
+  }
+
   // --- a statement timeout is the server's trouble, not the caller's: 504, never 400
   {
     relay::blocking_db locker(s.url);
