@@ -87,14 +87,41 @@ bool is_loopback_host(const std::string& host_header) {
   return !ec && a.is_loopback();
 }
 
+listen_address split_listen(const std::string& listen) {
+  auto needs = [&](std::string_view why) {
+    return cli_error(fmt::format("--admin-listen {}: {} (give HOST:PORT, e.g. localhost:9187, [::1]:9187 or :9187)",
+                                 listen, why));
+  };
+  listen_address out;
+  std::string_view port;
+  if (!listen.empty() && listen.front() == '[') {
+    const auto close = listen.find(']');
+    if (close == std::string::npos) throw needs("an unclosed [");
+    if (close + 1 >= listen.size() || listen[close + 1] != ':') throw needs("needs HOST:PORT, no port given");
+    out.host = listen.substr(1, close - 1);
+    port = std::string_view(listen).substr(close + 2);
+  } else {
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) throw needs("needs HOST:PORT, no port given");
+    out.host = listen.substr(0, colon);
+    if (out.host.find(':') != std::string::npos) throw needs("an IPv6 address needs brackets");
+    port = std::string_view(listen).substr(colon + 1);
+  }
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  unsigned value = 0;
+  if (digits) std::from_chars(port.data(), port.data() + port.size(), value);
+  if (!digits || value > 65535) throw needs(fmt::format("the port '{}' is not a number from 1 to 65535", port));
+  out.port = static_cast<unsigned short>(value);
+  return out;
+}
+
 admin_access check_admin_access(const run_options& o) {
   admin_access access;
   if (!o.admin_token_file.empty()) access.token = read_token_file(o.admin_token_file);  // as `walhook status` reads it
   if (o.admin_listen.empty()) return access;
   // Where the listener will bind (relay/admin_server.cpp resolves the same way).
-  auto colon = o.admin_listen.rfind(':');
-  if (colon == std::string::npos) throw cli_error("--admin-listen must be HOST:PORT, got " + o.admin_listen);
-  std::string host = host_of(o.admin_listen);
+  const std::string host = split_listen(o.admin_listen).host;
   if (host.empty()) {
     access.loopback_only = false;  // ":9187": every address
   } else {
@@ -158,7 +185,19 @@ api_response error_response(unsigned status, std::string_view message) {
   return {status, j.take()};
 }
 
-/// A cli_error of an action or a read, as the status docs/api.md gives it.
+}  // namespace
+
+unsigned status_of_sqlstate(std::string_view sqlstate) {
+  if (sqlstate == "57014") return 504;
+  if (sqlstate.starts_with("22")) return 400;
+  if (sqlstate.starts_with("23")) return 409;
+  return 503;
+}
+
+namespace {
+
+/// A cli_error of walhook's own checks in an action or a read (not PostgreSQL's), as the status
+/// docs/api.md gives it. By message: relay/operations.cpp throws one kind for all of them.
 unsigned status_of_user_error(std::string_view message) {
   if (message.starts_with("no ")) return 404;  // "no endpoint with id 7", "no event …"
   // An attempt in flight, another state of the merge key pending (operations::resend).
@@ -237,7 +276,9 @@ SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
     SELECT min(d.event_created_at) AS oldest FROM walhook.deliveries d
      WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'sending') AND d.created_at >= e.created_at) o ON true
  WHERE $1::bigint IS NULL OR e.id = $1::bigint
- ORDER BY 11 DESC NULLS LAST, 12 DESC, e.id)sql";
+  -- Worst first: oldest pending age, failures in a row, then dead letters (an endpoint whose
+  -- deliveries die unattempted, e.g. an invalid URL, has neither of the first two).
+ ORDER BY 11 DESC NULLS LAST, 12 DESC, 10 DESC, e.id)sql";
 
 /// One row of endpoints_sql as the fields of docs/api.md (the object is the caller's).
 void endpoint_fields(json_writer& j, const pg::query_result& r, int i, const live_status& live, bool detail) {
@@ -261,7 +302,9 @@ void endpoint_fields(json_writer& j, const pg::query_result& r, int i, const liv
   else j.number(std::strtod(std::string(r.value(i, 10)).c_str(), nullptr));
   j.field("consecutive_failures", int_of(r.value(i, 11)));
   optional_int(j, "last_status", r, i, 12);
-  optional_text(j, "last_error", r, i, 13, true);
+  // No attempt failed, yet deliveries may die unattempted (an invalid URL): the engine's reason.
+  if (r.is_null(i, 13) && !load.config_error.empty()) j.field("last_error", delivery::cap_text(load.config_error));
+  else optional_text(j, "last_error", r, i, 13, true);
   optional_text(j, "disabled_reason", r, i, 14, true);
   const auto fingerprints = operations::secret_fingerprints(std::string(r.value(i, 15)));
   j.field("secret_fingerprints", fingerprints.empty() ? std::nullopt : std::optional<std::string>(fingerprints));
@@ -359,6 +402,41 @@ struct json_body {
 
 }  // namespace
 
+std::string operator_of(std::string_view header) {
+  // Percent-decoding (the console sends encodeURIComponent(name): header values are ASCII).
+  std::string decoded;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    unsigned v = 0;
+    if (header[i] == '%' && i + 2 < header.size() &&
+        std::from_chars(header.data() + i + 1, header.data() + i + 3, v, 16).ptr == header.data() + i + 3) {
+      decoded += static_cast<char>(v);
+      i += 2;
+    } else {
+      decoded += header[i];
+    }
+  }
+  // At most 100 characters (UTF-8 sequences kept whole), control characters dropped.
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < decoded.size();) {
+    const auto c = static_cast<unsigned char>(decoded[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+    if (i + len > decoded.size()) len = 1;
+    if (c < 0x20 || c == 0x7f) {
+      i += 1;
+      continue;
+    }
+    if (chars == 100) {
+      out += "…";
+      break;
+    }
+    out.append(decoded, i, len);
+    i += len;
+    ++chars;
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------------------------ the API
 
 /// The database worker's state: one connection, used on the worker thread only.
@@ -368,8 +446,19 @@ struct db_worker_state {
 
   bool connection_bad() const { return !db || PQstatus(db->native()) != CONNECTION_OK; }
 
+  /// An action that failed half-way leaves nothing behind.
+  void rollback() {
+    if (!db || PQtransactionStatus(db->native()) == PQTRANS_IDLE) return;
+    try {
+      db->exec("ROLLBACK");
+    } catch (const cli_error&) {
+      db.reset();
+    }
+  }
+
   /// Runs `f` with the connection (connecting if needed) and maps what it throws: an
-  /// unreachable database → 503 (the connection is made again next time), a user error → 4xx.
+  /// unreachable database → 503 (the connection is made again next time), PostgreSQL's refusal
+  /// by SQLSTATE (status_of_sqlstate), walhook's own checks → 4xx.
   api_response with_db(const std::function<api_response(blocking_db&)>& f) {
     try {
       if (connection_bad()) {
@@ -378,18 +467,27 @@ struct db_worker_state {
         db->exec("SET statement_timeout = '10s'");
       }
       return f(*db);
+    } catch (const pg_error& e) {
+      // PostgreSQL refused a statement: by its SQLSTATE, the caller's input or the server's trouble.
+      if (connection_bad()) {
+        db.reset();
+        return error_response(503, fmt::format("database unreachable: {}", e.what()));
+      }
+      rollback();
+      const unsigned status = status_of_sqlstate(e.sqlstate());
+      if (status >= 500) {
+        log::warn("admin.database_failed", {{"sqlstate", e.sqlstate()}, {"error", e.what()}});
+        return error_response(status, status == 504 ? fmt::format("the database did not answer in time (statement "
+                                                                  "timeout, 10 s): {}", e.what())
+                                                    : fmt::format("database failure ({}): {}", e.sqlstate(), e.what()));
+      }
+      return error_response(status, e.what());
     } catch (const cli_error& e) {
       if (connection_bad()) {
         db.reset();
         return error_response(503, fmt::format("database unreachable: {}", e.what()));
       }
-      if (PQtransactionStatus(db->native()) != PQTRANS_IDLE) {
-        try {
-          db->exec("ROLLBACK");  // an action that failed half-way leaves nothing behind
-        } catch (const cli_error&) {
-          db.reset();
-        }
-      }
+      rollback();
       return error_response(status_of_user_error(e.what()), e.what());
     } catch (const std::exception& e) {
       db.reset();  // its state is unknown
@@ -472,46 +570,64 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
   // The routes below are plain functions returning the worker's awaitable, not coroutines: their
   // lambdas (with captures) are built outside any coroutine frame (see on_worker).
 
+  /// The overview's fields; `slot_row` the pg_replication_slots row (lag bytes, wal_status) if
+  /// the database answered, `database` "ok" or "unreachable".
+  static api_response overview_answer(const live_status& live, std::size_t kept, std::size_t capacity,
+                                      std::chrono::system_clock::time_point oldest, const pg::query_result* slot_row,
+                                      std::string_view database) {
+    json_writer j;
+    j.begin_object()
+        .field("version", std::string(walhook_version))
+        .field("instance", live.instance)
+        .field("slot", live.slot)
+        .field("streaming", live.streaming)
+        .key("slot_lag_seconds")
+        .number(live.lag_seconds);
+    if (slot_row && slot_row->rows() > 0) {
+      optional_int(j, "slot_lag_bytes", *slot_row, 0, 0);
+      optional_text(j, "slot_wal_status", *slot_row, 0, 1);
+    } else {
+      j.key("slot_lag_bytes").null();
+      j.field("slot_wal_status", live.slot_wal_status);  // as the engine last read it
+    }
+    j.field("confirmed_lsn", live.confirmed_lsn)
+        .field("queued", static_cast<std::int64_t>(live.queued))
+        .field("in_flight", static_cast<std::int64_t>(live.in_flight))
+        .key("recent_outcomes")
+        .begin_object()
+        .field("kept", static_cast<std::int64_t>(kept))
+        .field("capacity", static_cast<std::int64_t>(capacity))
+        .key("since");
+    if (kept) j.string(format_iso8601(oldest));
+    else j.null();
+    j.end_object().field("database", database).end_object();
+    return api_response{200, j.take()};
+  }
+
+  /// The worker's answer, or `fallback` if the database failed (503/504): what memory knows.
+  static asio::awaitable<api_response> or_from_memory(asio::awaitable<api_response> from_db, api_response fallback) {
+    auto a = co_await std::move(from_db);
+    if (a.status == 503 || a.status == 504) co_return fallback;
+    co_return a;
+  }
+
   asio::awaitable<api_response> overview() {
     live_status live = eng.live();
     const auto& log = eng.recent_outcomes();
     const std::size_t kept = log.size();
     const std::size_t capacity = log.capacity();
     const auto oldest = log.oldest();
-    return on_worker([live, kept, capacity, oldest](blocking_db& db) {
-      pg::params p{live.slot};
-      auto r = db.exec(
-          "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), "
-          "confirmed_flush_lsn)::bigint END, wal_status FROM pg_replication_slots WHERE slot_name = $1",
-          p);
-      json_writer j;
-      j.begin_object()
-          .field("version", std::string(walhook_version))
-          .field("instance", live.instance)
-          .field("slot", live.slot)
-          .field("streaming", live.streaming)
-          .key("slot_lag_seconds")
-          .number(live.lag_seconds);
-      if (r.rows() > 0) {
-        optional_int(j, "slot_lag_bytes", r, 0, 0);
-        optional_text(j, "slot_wal_status", r, 0, 1);
-      } else {
-        j.key("slot_lag_bytes").null();
-        j.field("slot_wal_status", live.slot_wal_status);
-      }
-      j.field("confirmed_lsn", live.confirmed_lsn)
-          .field("queued", static_cast<std::int64_t>(live.queued))
-          .field("in_flight", static_cast<std::int64_t>(live.in_flight))
-          .key("recent_outcomes")
-          .begin_object()
-          .field("kept", static_cast<std::int64_t>(kept))
-          .field("capacity", static_cast<std::int64_t>(capacity))
-          .key("since");
-      if (kept) j.string(format_iso8601(oldest));
-      else j.null();
-      j.end_object().end_object();
-      return api_response{200, j.take()};
-    });
+    // PostgreSQL down: the live fields still answer (the console shows its cards and the error).
+    auto fallback = overview_answer(live, kept, capacity, oldest, nullptr, "unreachable");
+    return or_from_memory(on_worker([live, kept, capacity, oldest](blocking_db& db) {
+                            pg::params p{live.slot};
+                            auto r = db.exec(
+                                "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), "
+                                "confirmed_flush_lsn)::bigint END, wal_status FROM pg_replication_slots WHERE slot_name = $1",
+                                p);
+                            return overview_answer(live, kept, capacity, oldest, &r, "ok");
+                          }),
+                          std::move(fallback));
   }
 
   asio::awaitable<api_response> endpoints(std::optional<std::int64_t> one) {
@@ -569,13 +685,29 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
       pg::params p{event_id};
       auto ev = db.exec(
           "SELECT id, tenant_id, event_type, created_at, endpoint_id FROM walhook.outbox WHERE id = $1::uuid", p);
-      // The endpoints it routes to now (direct: only that one, if of its tenant).
+      // The endpoints its tenant and type (or direct route) match now; one created after the
+      // event never gets it (the stream routed it before the endpoint existed).
       auto routed = db.exec(R"sql(
-SELECT e.id FROM walhook.outbox o JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
+SELECT e.id, e.created_at > o.created_at, e.created_at FROM walhook.outbox o
+  JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
  WHERE o.id = $1::uuid
    AND CASE WHEN o.endpoint_id IS NOT NULL THEN e.id = o.endpoint_id
             ELSE e.event_types IS NULL OR o.event_type = ANY (e.event_types) END)sql",
                             p);
+      // A newer state of its merge key with a row, per endpoint: this one was merged into it
+      // (superseded in memory, so it never got a row of its own).
+      auto merged = db.exec(R"sql(
+SELECT DISTINCT ON (d.endpoint_id) d.endpoint_id, d.event_id, d.status
+  FROM walhook.outbox o
+  JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
+  JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.merge_key = o.merge_key AND d.event_id <> o.id
+   AND d.event_created_at > o.created_at AND d.status IN ('pending', 'sending', 'delivered')
+ WHERE o.id = $1::uuid AND o.merge_key IS NOT NULL
+ ORDER BY d.endpoint_id, d.event_created_at DESC)sql",
+                            p);
+      std::map<std::int64_t, std::pair<std::string, std::string>> merged_into;  // endpoint → (event, status)
+      for (int i = 0; i < merged.rows(); ++i)
+        merged_into[int_of(merged.value(i, 0))] = {std::string(merged.value(i, 1)), std::string(merged.value(i, 2))};
       // Its delivery rows: one index probe per endpoint (deliveries are keyed by endpoint first).
       auto rows = db.exec(fmt::format(R"sql(
 SELECT d.endpoint_id, {} FROM walhook.endpoints e
@@ -586,10 +718,24 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
                           p);
       std::map<std::int64_t, int> row_of;
       for (int i = 0; i < rows.rows(); ++i) row_of[int_of(rows.value(i, 0))] = i;
-      std::map<std::int64_t, bool> shown;  // endpoint → routed now
-      for (int i = 0; i < routed.rows(); ++i) shown[int_of(routed.value(i, 0))] = true;
-      for (const auto& [id, i] : row_of) shown.emplace(id, false);
-      for (const auto& e : recent) shown.emplace(e.endpoint_id, false);
+      struct route {
+        bool routed = false;
+        bool added_after = false;           ///< the endpoint was created after the event
+        std::optional<std::string> reason;  ///< why not routed
+      };
+      std::map<std::int64_t, route> shown;
+      for (int i = 0; i < routed.rows(); ++i) {
+        const bool late = routed.value(i, 1) == "t";
+        route r{.routed = !late, .added_after = late, .reason = std::nullopt};
+        if (!r.routed)
+          r.reason = "the endpoint was added after the event (created " +
+                     pg_timestamptz_to_iso8601(routed.value(i, 2)).value_or(std::string(routed.value(i, 2))) +
+                     "): it never gets it";
+        shown[int_of(routed.value(i, 0))] = r;
+      }
+      const route other{.routed = false, .added_after = false, .reason = "its tenant, event types or direct route do not match it now"};
+      for (const auto& [id, i] : row_of) shown.emplace(id, other);
+      for (const auto& e : recent) shown.emplace(e.endpoint_id, other);
       if (ev.rows() == 0 && shown.empty())
         return error_response(404, fmt::format("no event with id {} (the outbox row is gone, or never was)", event_id));
       std::vector<std::int64_t> ids;
@@ -612,11 +758,11 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
         j.end_object();
       }
       j.key("endpoints").begin_array();
-      for (const auto& [id, is_routed] : shown) {
+      for (const auto& [id, where] : shown) {
         j.begin_object().field("endpoint_id", id).key("url");
         if (auto u = url_of.find(id); u != url_of.end()) j.string(u->second);
         else j.null();  // removed since
-        j.field("routed", is_routed).key("delivery");
+        j.field("routed", where.routed).field("routed_reason", where.reason).key("delivery");
         std::string verdict = "unknown";
         if (auto r = row_of.find(id); r != row_of.end()) {
           j.begin_object();
@@ -637,16 +783,34 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
           j.end_object();
         }
         j.end_array();
+        // Why the verdict is what it is, when neither a row nor an attempt says so.
+        std::optional<std::string> reason;
         if (row_of.find(id) == row_of.end()) {
           if (last) {
             verdict = last->result == "retry" ? "pending" : last->result;
-          } else if (kept > 0 && created &&
-                     std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                         created->time_since_epoch())) > oldest) {
-            verdict = "pending";  // newer than the record's window and no attempt ended yet
+          } else if (where.added_after) {
+            verdict = "not_routed";
+            reason = where.reason;
+          } else if (auto m = merged_into.find(id); m != merged_into.end()) {
+            verdict = "merged";
+            reason = fmt::format("merged into a newer event, {}, of the same merge key ({} for this endpoint): only the "
+                                 "newest state of a merge key is sent",
+                                 m->second.first, m->second.second);
+          } else {
+            // No row and no attempt: never "pending", which would be a promise.
+            const bool in_window =
+                kept > 0 && created &&
+                std::chrono::system_clock::time_point(
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(created->time_since_epoch())) > oldest;
+            reason = std::string("no delivery row and no attempt in this walhook's in-memory record: ") +
+                     (in_window ? "it is newer than the record's oldest entry, so most likely still queued in memory; "
+                                  "or merged into a newer event of its merge key, or sent by another walhook instance"
+                                : "still queued in memory, merged into a newer event of its merge key, or delivered "
+                                  "before the in-memory record began (a first-try success leaves no row with --record "
+                                  "failed; the record is lost at restart)");
           }
         }
-        j.field("verdict", verdict).end_object();
+        j.field("verdict", verdict).field("reason", reason).end_object();
       }
       j.end_array();
       j.field("note",
@@ -665,8 +829,8 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
     std::string by, remote, token;
   };
   actor actor_of(const api_request& req) const {
-    return {req.operator_name.empty() ? "-" : req.operator_name, req.remote,
-            access.token.empty() ? "none" : token_fingerprint(access.token)};
+    auto by = operator_of(req.operator_name);
+    return {by.empty() ? "-" : by, req.remote, access.token.empty() ? "none" : token_fingerprint(access.token)};
   }
   static void log_action(const actor& who, std::string_view action, std::int64_t endpoint_id,
                          const std::string& event_id, std::int64_t deliveries) {
@@ -702,7 +866,15 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
       auto changes = operations::replay(db, f);
       std::int64_t n = 0;
       for (const auto& c : changes) n += c.deliveries;
-      log_action(who, "replay", id, {}, n);
+      log::info("admin.action", {{"action", "replay"},
+                                 {"endpoint_id", id},
+                                 {"event_id", "-"},
+                                 {"since", f.since ? std::string_view(*f.since) : std::string_view("-")},
+                                 {"until", f.until ? std::string_view(*f.until) : std::string_view("-")},
+                                 {"deliveries", n},
+                                 {"by", who.by},
+                                 {"remote", who.remote},
+                                 {"token", who.token}});
       json_writer j;
       j.begin_object().field("replayed", n).key("changes").begin_array();
       for (const auto& c : changes) {

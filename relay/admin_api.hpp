@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace walhook::relay {
 
@@ -28,6 +29,16 @@ struct admin_access {
   std::string token;
   bool loopback_only = true;  ///< the listener binds loopback addresses only
 };
+
+/// --admin-listen split into its parts: "localhost:9187" → {"localhost", 9187}, "[::1]:9187" →
+/// {"::1", 9187}, ":9187" → {"", 9187} (every address). Port 0: any free one (tests). Throws
+/// cli_error naming the flag: no ":PORT" (also "[::1]" alone), a port that is not all digits or
+/// above 65535 ("localhost:80x" once bound port 80), an IPv6 address without brackets. Pure.
+struct listen_address {
+  std::string host;  ///< without brackets; "" = every address
+  unsigned short port = 0;
+};
+listen_address split_listen(const std::string& listen);
 
 /// Reads --admin-token-file and checks --admin-listen against it, before anything starts.
 /// Throws cli_error: an unreadable or empty token file; a non-loopback --admin-listen without a
@@ -58,6 +69,17 @@ struct api_response {
 /// (401); none → Host must name a loopback host (403); POST → application/json (415). Pure.
 /// nullopt: allowed.
 std::optional<api_response> check_request(const admin_access& access, const api_request& req);
+
+/// The status of a database error by its SQLSTATE: 504 for 57014 (statement timeout), 400 for
+/// class 22 (data exception: the caller's text did not parse, e.g. a bad timestamptz), 409 for
+/// class 23 (a constraint: a concurrent change), 503 for anything else (the server's trouble,
+/// never the caller's input). Pure.
+unsigned status_of_sqlstate(std::string_view sqlstate);
+
+/// X-Walhook-Operator as logged: percent-decoded (the console sends encodeURIComponent(name), so
+/// "Zoë" arrives as "Zo%C3%AB"), control characters dropped, at most 100 characters (then "…").
+/// Pure.
+std::string operator_of(std::string_view header);
 
 /// True if a Host header value ("localhost:9187", "127.0.0.1", "[::1]:80") names loopback.
 bool is_loopback_host(const std::string& host);

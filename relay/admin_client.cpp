@@ -83,7 +83,12 @@ std::string admin_get(const std::string& base_url, const std::string& path, cons
 std::string read_token_file(const std::string& path) {
   std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line)) throw cli_error(fmt::format("--admin-token-file {}: cannot read it", path));
+  if (!in) throw cli_error(fmt::format("--admin-token-file {}: cannot read it", path));
+  // A zero-byte file has no first line: it is empty, like a blank one.
+  if (!std::getline(in, line)) {
+    if (in.eof() && !in.bad()) throw cli_error(fmt::format("--admin-token-file {}: the file is empty", path));
+    throw cli_error(fmt::format("--admin-token-file {}: cannot read it", path));
+  }
   while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.pop_back();
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.erase(line.begin());
   if (line.empty()) throw cli_error(fmt::format("--admin-token-file {}: the file is empty", path));

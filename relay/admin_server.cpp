@@ -2,6 +2,7 @@
 
 #include "common/task_group.hpp"
 #include "common/log.hpp"
+#include "relay/blocking_db.hpp"
 #include "relay/console_assets.hpp"
 #include "relay/engine.hpp"
 
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 
 #include <list>
@@ -31,17 +33,14 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 namespace {
 
 tcp::endpoint parse_listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("--admin-listen must be HOST:PORT, got " + listen);
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  unsigned long port = 0;
+  listen_address parts;
   try {
-    port = std::stoul(listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    throw std::runtime_error("--admin-listen has no valid port: " + listen);
+    parts = split_listen(listen);
+  } catch (const cli_error& e) {
+    throw std::runtime_error(e.what());
   }
-  if (port > 65535) throw std::runtime_error("--admin-listen port out of range: " + listen);
+  const std::string& host = parts.host;
+  const unsigned short port = parts.port;
   boost::system::error_code ec;
   auto address = host.empty() ? asio::ip::address(asio::ip::address_v6::any()) : asio::ip::make_address(host, ec);
   if (ec) {
@@ -58,7 +57,7 @@ tcp::endpoint parse_listen(const std::string& listen) {
         break;
       }
   }
-  return {address, static_cast<unsigned short>(port)};
+  return {address, port};
 }
 
 /// accept(2) failed for want of a resource (descriptors, kernel memory): accepting again at
@@ -67,6 +66,48 @@ bool is_resource_exhaustion(const boost::system::error_code& ec) {
   return ec == asio::error::no_descriptors ||                              // EMFILE
          ec == boost::system::errc::too_many_files_open_in_system ||       // ENFILE
          ec == asio::error::no_buffer_space || ec == asio::error::no_memory;  // ENOBUFS, ENOMEM
+}
+
+/// The headers of every admin answer: the console may not be framed by another site
+/// (clickjacking: two clicks in a hidden frame paused an endpoint), loads only its own files
+/// (relay/console/ has no inline script or style; the favicon is a data: URL), and no answer
+/// is sniffed into another type or leaks its URL as a Referer.
+void set_security_headers(http::response<http::string_body>& res) {
+  res.set("Content-Security-Policy",
+          "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+          "frame-ancestors 'none'");
+  res.set("X-Frame-Options", "DENY");
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
+}
+
+/// The answer to a request Beast's parser refused, if it deserves one: 413 (body over the
+/// limit), 431 (header over the limit), 400 (malformed). nullopt: the connection just ends
+/// (timeout, the peer closed, a partial request).
+std::optional<http::response<http::string_body>> refusal_of(const boost::system::error_code& ec) {
+  http::status status;
+  std::string text;
+  if (ec == http::error::body_limit) {
+    status = http::status::payload_too_large;
+    text = "request body too large (at most 1 MiB)\n";
+  } else if (ec == http::error::header_limit) {
+    status = http::status::request_header_fields_too_large;
+    text = "request header too large (at most 8 KiB, request line included)\n";
+  } else if (ec.category() == make_error_code(http::error::bad_method).category() && ec != http::error::end_of_stream &&
+             ec != http::error::partial_message && ec != http::error::need_more && ec != http::error::need_buffer) {
+    status = http::status::bad_request;
+    text = "malformed HTTP request: " + ec.message() + "\n";
+  } else {
+    return std::nullopt;
+  }
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "walhook");
+  set_security_headers(res);
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.keep_alive(false);
+  res.body() = std::move(text);
+  res.prepare_payload();
+  return res;
 }
 
 }  // namespace
@@ -185,11 +226,33 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         buffer.commit(rn);
       }
       me->idle = false;
-      http::request<http::string_body> req;
-      auto [ec, n] = co_await http::async_read(stream, buffer, req, tuple_awaitable);
-      if (ec) co_return;
+      http::request_parser<http::string_body> parser;  // Beast's limits: 1 MiB body, 8 KiB header
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+      if (ec) {
+        // A request Beast refused: say why before closing, rather than a bare reset. A timeout,
+        // the peer's close or a partial request get nothing (nobody reads the answer).
+        if (auto refused = refusal_of(ec)) {
+          stream.expires_after(admin_read_deadline);
+          co_await http::async_write(stream, *refused, tuple_awaitable);
+          boost::system::error_code ignored;
+          stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+          // Closing with unread bytes (the rest of a large body) would reset the connection and
+          // could discard the answer before the client reads it: drain a bounded while first.
+          stream.expires_after(2s);
+          std::size_t drained = 0;
+          while (drained < 8 * 1024 * 1024) {
+            buffer.clear();
+            auto [dec, dn] = co_await stream.async_read_some(buffer.prepare(65536), tuple_awaitable);
+            if (dec) break;
+            drained += dn;
+          }
+        }
+        co_return;
+      }
+      auto& req = parser.get();
       http::response<http::string_body> res{http::status::ok, req.version()};
       res.set(http::field::server, "walhook");
+      set_security_headers(res);
       co_await respond(req, res, stream);
       // HEAD: the GET's headers (its Content-Length included), no body.
       const bool head = req.method() == http::verb::head;
@@ -231,6 +294,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       res.body() = std::move(answer.body);
       co_return;
     }
+    // Non-API answers are text unless a route says otherwise (a console file, /metrics).
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
     if (!get) {
       res.result(http::status::method_not_allowed);
       res.set(http::field::allow, "GET, HEAD");
@@ -248,12 +313,12 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         res.result(http::status::not_found);
         res.body() = "no such console page\n";
       }
-    } else if (target == "/metrics") {
-      res.set(http::field::content_type, "text/plain; version=0.0.4");
+    } else if (path == "/metrics") {
+      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res.body() = co_await eng.metrics_text();
-    } else if (target == "/healthz") {
+    } else if (path == "/healthz") {
       res.body() = "ok\n";
-    } else if (target == "/readyz") {
+    } else if (path == "/readyz") {
       bool ready = eng.streaming();
       res.result(ready ? http::status::ok : http::status::service_unavailable);
       res.body() = ready ? "streaming\n" : "not streaming (standby or reconnecting)\n";

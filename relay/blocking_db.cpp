@@ -51,7 +51,8 @@ pg::query_result checked(PGconn* conn, pg::query_result res) {
     std::string msg = primary ? primary : one_line(PQerrorMessage(conn));
     if (const char* hint = res.get() ? PQresultErrorField(res.get(), PG_DIAG_MESSAGE_HINT) : nullptr)
       msg += " (" + std::string(hint) + ")";
-    throw cli_error(one_line(msg));
+    const char* state = res.get() ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    throw pg_error(one_line(msg), state ? state : "");
   }
   return res;
 }

@@ -15,6 +15,19 @@ class cli_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A statement PostgreSQL refused, with its SQLSTATE (PostgreSQL docs, Appendix A), so callers
+/// can tell the caller's bad input (class 22) from the server's trouble (57014 statement
+/// timeout, 53 resources, 42501 privileges, …) by kind rather than by message.
+class pg_error : public cli_error {
+ public:
+  pg_error(const std::string& message, std::string sqlstate) : cli_error(message), sqlstate_(std::move(sqlstate)) {}
+  /// Five characters, or "" if libpq gave none (e.g. the connection broke).
+  const std::string& sqlstate() const { return sqlstate_; }
+
+ private:
+  std::string sqlstate_;
+};
+
 class blocking_db {
  public:
   /// Connects (10 s timeout); `replication`: a walsender session (replication=database) for
@@ -25,10 +38,10 @@ class blocking_db {
   blocking_db(const blocking_db&) = delete;
   blocking_db& operator=(const blocking_db&) = delete;
 
-  /// Runs one statement with text parameters. Throws cli_error with the server's message.
+  /// Runs one statement with text parameters. Throws pg_error with the server's message.
   pg::query_result exec(const std::string& sql, const pg::params& params = {});
   /// Runs a command with the simple query protocol (replication commands, SET TRANSACTION
-  /// SNAPSHOT). Throws cli_error with the server's message.
+  /// SNAPSHOT). Throws pg_error with the server's message.
   pg::query_result simple(const std::string& sql);
   PGconn* native() const { return conn_; }
 

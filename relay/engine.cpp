@@ -525,7 +525,10 @@ live_status engine::live() const {
   const auto& sched = s.deliveries.scheduler();
   l.queued = sched.queued_total();
   l.in_flight = sched.in_flight_total();
-  for (auto id : s.directory.ids()) l.endpoints[id] = {sched.queued(id), sched.in_flight(id)};
+  for (auto id : s.directory.ids()) {
+    const auto* ep = s.directory.find(id);
+    l.endpoints[id] = {sched.queued(id), sched.in_flight(id), ep ? ep->config_error : std::string()};
+  }
   return l;
 }
 

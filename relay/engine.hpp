@@ -44,6 +44,7 @@ struct live_status {
   struct load {
     std::size_t queued = 0;
     std::size_t in_flight = 0;
+    std::string config_error;  ///< why its URL or secret is unusable ("" if usable): deliveries die unattempted
   };
   std::unordered_map<std::int64_t, load> endpoints;  ///< every endpoint this process routes to
 };

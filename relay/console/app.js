@@ -122,7 +122,7 @@
     const kind = {
       'active': 'ok', 'delivered': 'ok', 'streaming': 'ok',
       'paused': 'warn', 'paused (breaker)': 'bad', 'pending': 'warn', 'sending': 'info', 'in_flight': 'info',
-      'disabled': 'off', 'dead': 'bad', 'not streaming': 'bad', 'unknown': 'off',
+      'disabled': 'off', 'dead': 'bad', 'not streaming': 'bad', 'unknown': 'off', 'merged': 'off', 'not_routed': 'off',
     }[text] || 'info';
     return el('span', { class: 'badge badge-' + kind, title: title || null }, text);
   }
@@ -153,7 +153,7 @@
       const token = sessionStorage.getItem(TOKEN_KEY);
       if (token) headers['Authorization'] = 'Bearer ' + token;
       const operator = sessionStorage.getItem(OPERATOR_KEY);
-      if (operator) headers['X-Walhook-Operator'] = operator;
+      if (operator) headers['X-Walhook-Operator'] = encodeURIComponent(operator);  // header values are ASCII
       const init = { method, headers, cache: 'no-store' };
       if (body !== undefined) {
         headers['Content-Type'] = 'application/json';
@@ -201,7 +201,7 @@
         if (dialog.returnValue !== 'save') return finish(false);
         const token = $('token-input').value.trim();
         // Header values are Latin-1 in fetch(); keep names to printable ASCII so a request never throws.
-        const operator = $('operator-input').value.replace(/[^\x20-\x7e]/g, '').trim();
+        const operator = $('operator-input').value.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 100);
         if (token) sessionStorage.setItem(TOKEN_KEY, token); else sessionStorage.removeItem(TOKEN_KEY);
         if (operator) sessionStorage.setItem(OPERATOR_KEY, operator); else sessionStorage.removeItem(OPERATOR_KEY);
         finish(true);
@@ -471,10 +471,19 @@
 
     async function load(background) {
       try {
-        const [o, list] = await Promise.all([api('GET', '/api/overview'), api('GET', '/api/endpoints')]);
+        // The overview answers from memory while PostgreSQL is down: show its cards either way.
+        const [oa, la] = await Promise.allSettled([api('GET', '/api/overview'), api('GET', '/api/endpoints')]);
         if (gen !== state.generation) return;
-        overview.replaceChildren(overviewCards(o));
-        $('top-info').textContent = [o.version ? 'walhook ' + o.version : null, o.instance].filter(Boolean).join(' · ');
+        if (oa.status === 'fulfilled') {
+          const o = oa.value;
+          overview.replaceChildren(overviewCards(o));
+          $('top-info').textContent = [o.version ? 'walhook ' + o.version : null, o.instance].filter(Boolean).join(' · ');
+        } else if (!overview.querySelector('#overview-stats')) {
+          overview.replaceChildren();
+        }
+        if (la.status === 'rejected') throw la.reason;
+        if (oa.status === 'rejected') throw oa.reason;
+        const list = la.value;
         endpoints = (list && list.endpoints) || [];
         banner.replaceChildren();
         render();
@@ -637,9 +646,17 @@
     },
   };
 
+  /** Enable only a disabled endpoint, pause only an active one, resume a paused or breaker-paused one. */
+  function actionApplies(action, e) {
+    if (action === 'enable') return e.status === 'disabled';
+    if (action === 'pause') return e.status === 'active';
+    if (action === 'resume') return e.status === 'paused' || (e.status === 'active' && !!e.paused_by_breaker);
+    return true;
+  }
+
   function endpointActions(e, reload) {
     return el('div', { class: 'actions', role: 'group', 'aria-label': 'Endpoint actions' },
-      Object.entries(STATUS_ACTIONS).map(([action, a]) => el('button', {
+      Object.entries(STATUS_ACTIONS).filter(([action]) => actionApplies(action, e)).map(([action, a]) => el('button', {
         type: 'button', dataset: { action }, id: 'action-' + action,
         onclick: async () => {
           const acted = await confirmAction({
@@ -724,7 +741,8 @@
               ev.endpoint_id !== null && ev.endpoint_id !== undefined
                 ? [el('dt', {}, 'Routed directly to'), el('dd', {}, el('a', { href: endpointHref(ev.endpoint_id) }, 'endpoint ' + ev.endpoint_id))]
                 : null)
-              : el('p', { class: 'warn-box' }, 'The outbox row of this event is gone (retention): what is left is below.')),
+              : el('p', { class: 'warn-box', id: 'event-gone' }, 'The outbox row of this event is gone (retention): what is left is below. ' +
+                'It cannot be resent: walhook sends the event from its outbox row.')),
           r.note ? el('p', { class: 'muted note', id: 'event-note' }, r.note) : null,
           section('Endpoints', 'event-endpoints', rows.length === 0
             ? el('p', { class: 'muted' }, 'No endpoint: the event routes nowhere, and no delivery or recent attempt mentions it.')
@@ -741,14 +759,15 @@
                 return el('tr', { dataset: { endpointId: x.endpoint_id } },
                   el('td', {}, el('a', { href: endpointHref(x.endpoint_id) }, String(x.endpoint_id))),
                   el('td', {}, el('span', { class: 'url', title: x.url }, shortUrl(x.url)),
-                    x.routed === false ? el('div', { class: 'muted small-text' }, 'not routed now') : null),
-                  el('td', {}, statusBadge(x.verdict || 'unknown')),
+                    x.routed === false ? el('div', { class: 'muted small-text', title: x.routed_reason || null }, 'not routed now') : null),
+                  el('td', {}, statusBadge(x.verdict || 'unknown', x.reason || x.routed_reason || null)),
                   el('td', { class: 'num' }, numNode(attempts)),
                   el('td', {}, timeNode(when)),
                   el('td', { class: 'num' }, httpStatusNode(d ? d.last_status : newest ? newest.http_status : null)),
                   el('td', {}, errorText(d ? d.last_error : null)),
                   el('td', {}, outcomeSummary(outcomes)),
-                  el('td', {}, resendButton(endpoint, eventId, load)));
+                  // Without the outbox row the API answers 404: nothing to resend (said above the table).
+                  el('td', {}, ev ? resendButton(endpoint, eventId, load) : null));
               }))))));
         document.title = 'Event ' + eventId + ' · walhook console';
         banner.replaceChildren();

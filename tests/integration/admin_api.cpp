@@ -9,6 +9,7 @@
 #include "tests/harness/harness.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <vector>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -35,12 +37,13 @@ struct http_answer {
 
 /// One request to 127.0.0.1:port (5 s). `headers` are sent as given (Host included).
 http_answer call(unsigned short port, const std::string& method, const std::string& target,
-                 std::map<std::string, std::string> headers = {}, const std::string& body = "") {
+                 std::map<std::string, std::string> headers = {}, const std::string& body = "",
+                 std::chrono::seconds deadline = 5s) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
-  stream.expires_after(5s);
+  stream.expires_after(deadline);
   boost::system::error_code ec;
   stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
   if (ec) return {0, ec.message(), {}};
@@ -61,6 +64,26 @@ http_answer call(unsigned short port, const std::string& method, const std::stri
   a.body = parser.get().body();
   for (const auto& f : parser.get()) a.headers[std::string(f.name_string())] = std::string(f.value());
   return a;
+}
+
+/// Sends `bytes` as they are and reads until the server closes (5 s): the raw answer.
+std::string raw_exchange(unsigned short port, const std::string& bytes) {
+  namespace beast = boost::beast;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(5s);
+  boost::system::error_code ec;
+  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) return {};
+  boost::asio::write(stream, boost::asio::buffer(bytes), ec);
+  std::string out;
+  char chunk[4096];
+  for (;;) {
+    auto n = stream.read_some(boost::asio::buffer(chunk), ec);
+    out.append(chunk, n);
+    if (ec) break;
+  }
+  return out;
 }
 
 unsigned short admin_port(const test::walhook_process& w) {
@@ -119,6 +142,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(bool(doc["streaming"]) == true);
     CHECK(std::string_view(doc["slot"]) == s.slot);
     CHECK(doc["recent_outcomes"]["capacity"].get_int64().value() == 100000);
+    CHECK(std::string_view(doc["database"]) == "ok");
   }
   // The probes and the scraper stay open.
   CHECK(call(port, "GET", "/healthz").status == 200);
@@ -139,6 +163,37 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(page.headers["Content-Type"].starts_with("text/html"));
     CHECK(page.body.find("<html") != std::string::npos);
     CHECK(call(port, "GET", "/console/no-such-file.js").status == 404);
+  }
+  // Not frameable by another site (clickjacking), only its own files, no sniffing, no Referer:
+  // on the console's files and the API's answers alike.
+  for (const auto& [target, headers] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"/console/", {}}, {"/console/app.js", {}}, {"/api/overview", auth}, {"/api/overview", {}}}) {
+    INFO(target);
+    auto a = call(port, "GET", target, headers);
+    CHECK(a.headers["Content-Security-Policy"].find("frame-ancestors 'none'") != std::string::npos);
+    CHECK(a.headers["Content-Security-Policy"].find("default-src 'self'") != std::string::npos);
+    CHECK(a.headers["Content-Security-Policy"].find("unsafe-inline") == std::string::npos);
+    CHECK(a.headers["X-Frame-Options"] == "DENY");
+    CHECK(a.headers["X-Content-Type-Options"] == "nosniff");
+    CHECK(a.headers["Referrer-Policy"] == "no-referrer");
+  }
+  // The probes ignore a query string as /api does; their text says its charset.
+  for (const char* target : {"/healthz?x", "/metrics?x", "/readyz?x"}) {
+    INFO(target);
+    auto a = call(port, "GET", target);
+    CHECK(a.status == 200);
+    CHECK(a.headers["Content-Type"].find("charset=utf-8") != std::string::npos);
+  }
+  CHECK(call(port, "GET", "/nowhere").headers["Content-Type"] == "text/plain; charset=utf-8");
+  // A request Beast refuses gets a short answer before the close, not a bare reset.
+  {
+    auto big_header = call(port, "GET", "/healthz", {{"X-Big", std::string(20000, 'a')}});
+    CHECK(big_header.status == 431);
+    auto big_body = call(port, "POST", "/api/endpoints/1/pause", json_post, std::string(2 * 1024 * 1024, ' '));
+    CHECK(big_body.status == 413);
+    CHECK(big_body.body.find("too large") != std::string::npos);
+    auto malformed = raw_exchange(port, "GARBAGE\r\n\r\n");
+    CHECK(malformed.starts_with("HTTP/1.1 400"));
   }
 
   // A non-loopback address without a token: refused before anything starts, naming the flag.
@@ -215,7 +270,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
   CHECK(call(port, "GET", fmt::format("/api/endpoints/{}/pause", good), auth).status == 405);
   {
     auto by_alice = json_post;
-    by_alice["X-Walhook-Operator"] = "alice";
+    by_alice["X-Walhook-Operator"] = "alice%20Zo%C3%AB";  // the console percent-encodes the name
     auto a = call(port, "POST", fmt::format("/api/endpoints/{}/pause", good), by_alice, "{}");
     REQUIRE(a.status == 200);
     simdjson::dom::element doc = parser.parse(a.body);
@@ -223,7 +278,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(doc["endpoint_id"].get_int64().value() == good);
     CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "paused");
     CHECK(test::eventually([&] { return walhook.count_in_log("\"admin.action\"") == 1; }, 5s));
-    CHECK(walhook.log().find("\"by\":\"alice\"") != std::string::npos);
+    CHECK(walhook.log().find("\"by\":\"alice Zoë\"") != std::string::npos);
     auto r = call(port, "POST", fmt::format("/api/endpoints/{}/resume", good), json_post, "");
     REQUIRE(r.status == 200);
     CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", good_id) == "active");
@@ -265,6 +320,8 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     REQUIRE(r.status == 200);
     simdjson::dom::element replayed = parser.parse(r.body);
     CHECK(replayed["replayed"].get_int64().value() == 1);
+    CHECK(test::eventually([&] { return walhook.log().find(R"("action":"replay","endpoint_id":)") != std::string::npos; }, 5s));
+    CHECK(walhook.log().find(R"("since":"-","until":"-")") != std::string::npos);
     REQUIRE(test::eventually([&] { return s.rcv->count("/dl") == 2; }, 15s));
     CHECK(test::eventually(
         [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", dl_id) == "delivered"; }, 10s));
@@ -285,6 +342,96 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     standby.kill9();
   }
 
+  // --- verdicts never promise a delivery that will not happen
+  {
+    // (a) An endpoint added after the event: the stream routed the event before it existed.
+    const auto before = publish(s.db, "late");
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    const auto late = test::add_endpoint(s.db, "late", s.rcv->url("/late"), delivery::generate_secret());
+    auto a = call(port, "GET", "/api/events/" + before, auth);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    REQUIRE(doc["endpoints"].get_array().size() == 1);
+    auto ep = doc["endpoints"].at(0);
+    CHECK(ep["endpoint_id"].get_int64().value() == late);
+    CHECK_FALSE(bool(ep["routed"]));
+    CHECK(std::string_view(ep["routed_reason"]).find("added after the event") != std::string_view::npos);
+    CHECK(std::string_view(ep["verdict"]) == "not_routed");
+    CHECK(s.rcv->count("/late") == 0);
+
+    // (b) A state superseded by a newer one of its merge key while it waited in memory: no
+    // row, no attempt, never a row to come. One slow attempt in flight holds B and C queued.
+    const auto m = test::add_endpoint(s.db, "merge", s.rcv->url("/merge"), delivery::generate_secret(), {}, 1);
+    relay::receiver_behaviour slow;
+    slow.delay = 1500ms;
+    s.rcv->set_behaviour("/merge", slow);
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    s.publish("merge", "order.paid", R"({"v":1})", std::string("k1"));
+    REQUIRE(test::eventually(
+        [&] {
+          auto e = call(port, "GET", fmt::format("/api/endpoints/{}", m), auth);
+          return e.status == 200 && e.body.find("\"in_flight\":1") != std::string::npos;
+        },
+        10s, 20ms));
+    const auto b = s.publish("merge", "order.paid", R"({"v":2})", std::string("k1"));
+    const auto c = s.publish("merge", "order.paid", R"({"v":3})", std::string("k1"));
+    REQUIRE(test::eventually([&] { return s.received("/merge").size() == 2; }, 15s));
+    auto got = s.received("/merge");
+    REQUIRE(got.size() == 2);
+    CHECK(got[1].webhook_id == c);  // B was merged away
+    auto answer = call(port, "GET", "/api/events/" + b, auth);
+    REQUIRE(answer.status == 200);
+    doc = parser.parse(answer.body);
+    auto mep = doc["endpoints"].at(0);
+    CHECK(mep["endpoint_id"].get_int64().value() == m);
+    CHECK(bool(mep["routed"]));
+    CHECK(mep["delivery"].is_null());
+    const std::string_view verdict = mep["verdict"];
+    CHECK((verdict == "unknown" || verdict == "merged"));
+    CHECK(std::string_view(mep["reason"]).find("merged into a newer event") != std::string_view::npos);
+  }
+
+  // --- worst first counts dead letters: an endpoint whose deliveries die unattempted (an
+  // invalid URL: no failure, no pending) is not at the bottom, and says why
+  {
+    const auto broken = test::add_endpoint(s.db, "broken", "not a url", delivery::generate_secret());
+    REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 10s));
+    publish(s.db, "broken");
+    publish(s.db, "broken");
+    pg::params broken_id{std::to_string(broken)};
+    REQUIRE(test::eventually(
+        [&] { return s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'dead'", broken_id) == "2"; },
+        15s));
+    auto a = call(port, "GET", "/api/endpoints", auth);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element doc = parser.parse(a.body);
+    std::vector<std::int64_t> order;
+    simdjson::dom::element row_of_broken;
+    for (auto e : doc["endpoints"].get_array()) {
+      order.push_back(e["id"].get_int64().value());
+      if (order.back() == broken) row_of_broken = e;
+    }
+    auto at = [&](std::int64_t id) { return std::find(order.begin(), order.end(), id) - order.begin(); };
+    CHECK(at(broken) < at(good));  // good: nothing pending, no failures, no dead letters
+    CHECK(row_of_broken["consecutive_failures"].get_int64().value() == 0);
+    CHECK(std::string_view(row_of_broken["last_error"]).find("invalid endpoint URL") != std::string_view::npos);
+  }
+
+  // --- a statement timeout is the server's trouble, not the caller's: 504, never 400
+  {
+    relay::blocking_db locker(s.url);
+    locker.exec("BEGIN");
+    locker.exec("LOCK TABLE walhook.endpoint_health IN ACCESS EXCLUSIVE MODE");
+    auto a = call(port, "GET", "/api/endpoints", auth, "", 20s);
+    locker.exec("ROLLBACK");
+    CHECK(a.status == 504);
+    CHECK(a.body.find("statement timeout") != std::string::npos);
+    CHECK(call(port, "GET", "/api/endpoints", auth).status == 200);  // the connection still serves
+    // The caller's bad input stays 400 (a timestamptz that does not parse: SQLSTATE 22007).
+    CHECK(call(port, "POST", fmt::format("/api/endpoints/{}/replay", dl), json_post, R"({"since": "yesterday-ish"})")
+              .status == 400);
+  }
+
   // --- PostgreSQL down: /api answers 503 at once, the probes still answer
   REQUIRE(test::cluster().stop("immediate"));
   {
@@ -294,6 +441,15 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(a.body.find("database unreachable") != std::string::npos);
     CHECK(call(port, "GET", "/healthz").status == 200);
     CHECK(call(port, "GET", "/api/endpoints", auth).status == 503);  // reconnects, fails again
+    // The overview answers from memory, its database fields null, saying why.
+    auto o = call(port, "GET", "/api/overview", auth);
+    CHECK(o.status == 200);
+    simdjson::dom::element doc = parser.parse(o.body);
+    CHECK(std::string_view(doc["database"]) == "unreachable");
+    CHECK(doc["slot_lag_bytes"].is_null());
+    CHECK(doc["queued"].is_int64());
+    CHECK(doc["in_flight"].is_int64());
+    CHECK(doc["recent_outcomes"]["kept"].get_int64().value() > 0);
     CHECK(std::chrono::steady_clock::now() - began < 5s);
   }
   REQUIRE(test::cluster().start());

@@ -233,8 +233,17 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
   CHECK(sc.value("SELECT status FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(healthy)}) == "paused");
   CHECK(walhook.count_in_log("admin.action") >= 2);
 
+  // No CSP violation above (they are console errors): the console runs under its own policy,
+  // which is in force — an injected inline script does not run.
   for (auto& e : b.page_errors()) MESSAGE("page error: " << e);
   CHECK(b.page_errors().empty());
+  CHECK(b.evaluate_bool("(() => { const s = document.createElement('script'); s.textContent = 'window.__inline = 1'; "
+                        "document.head.append(s); return window.__inline === undefined; })()"));
+  CHECK(test::eventually([&] {
+    for (const auto& e : b.page_errors())
+      if (e.find("Content Security Policy") != std::string::npos) return true;
+    return false;
+  }, 5s));
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(20s) == 0);
 }
@@ -281,8 +290,10 @@ TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names t
 
   // An action carries the operator's name into walhook's log.
   b.navigate(fmt::format("http://127.0.0.1:{}/console/#/endpoints/{}", port, ep));
-  REQUIRE(b.wait_for("!!document.getElementById('action-resume')", 15s));
-  b.evaluate(click("#action-resume"));
+  // An active endpoint offers Pause only (Enable is for a disabled one, Resume for a paused one).
+  REQUIRE(b.wait_for("!!document.getElementById('action-pause')", 15s));
+  CHECK(b.evaluate_bool("!document.getElementById('action-resume') && !document.getElementById('action-enable')"));
+  b.evaluate(click("#action-pause"));
   confirm_in_dialog(b);
   close_dialog(b);
   bool logged = test::eventually([&] {

@@ -110,3 +110,53 @@ TEST_CASE("admin access: --admin-listen and --admin-token-file checks") {
   std::remove(file.c_str());
   std::remove(empty.c_str());
 }
+
+TEST_CASE("admin access: --admin-listen HOST:PORT is split strictly") {
+  CHECK(split_listen("localhost:9187").host == "localhost");
+  CHECK(split_listen("localhost:9187").port == 9187);
+  CHECK(split_listen("[::1]:9187").host == "::1");
+  CHECK(split_listen("[::1]:9187").port == 9187);
+  CHECK(split_listen(":9187").host.empty());
+  CHECK(split_listen("127.0.0.1:0").port == 0);  // any free port
+  CHECK(split_listen("127.0.0.1:65535").port == 65535);
+  // "localhost:80x" once bound port 80 (std::stoul stopped at the x).
+  for (const char* bad : {"localhost:80x", "localhost:", "localhost:-1", "localhost:+80", "localhost:65536",
+                          "localhost:0x50", "localhost: 80", "localhost:999999"})
+    CHECK_THROWS_WITH_AS(split_listen(bad), doctest::Contains("is not a number from 1 to 65535"), cli_error);
+  CHECK_THROWS_WITH_AS(split_listen("[::1]"), doctest::Contains("needs HOST:PORT"), cli_error);
+  CHECK_THROWS_WITH_AS(split_listen("localhost"), doctest::Contains("needs HOST:PORT"), cli_error);
+  CHECK_THROWS_WITH_AS(split_listen("::1:9187"), doctest::Contains("brackets"), cli_error);
+  CHECK_THROWS_WITH_AS(split_listen("[::1:9187"), doctest::Contains("unclosed"), cli_error);
+  run_options o;
+  o.admin_listen = "localhost:80x";
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-listen localhost:80x"), cli_error);
+  // A zero-byte token file is empty, like a blank one.
+  const auto zero = temp_file("");
+  o.admin_listen = "localhost:9187";
+  o.admin_token_file = zero;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("is empty"), cli_error);
+  std::remove(zero.c_str());
+}
+
+TEST_CASE("admin API: a database error's status comes from its SQLSTATE, not its message") {
+  CHECK(status_of_sqlstate("57014") == 504);  // statement timeout
+  CHECK(status_of_sqlstate("22007") == 400);  // invalid_datetime_format: the caller's since/until
+  CHECK(status_of_sqlstate("22P02") == 400);  // invalid_text_representation
+  CHECK(status_of_sqlstate("23505") == 409);  // a concurrent change
+  for (const char* server : {"42501", "53100", "57P01", "40001", "40P01", "42P01", "XX000", "08006", ""})
+    CHECK(status_of_sqlstate(server) == 503);
+}
+
+TEST_CASE("admin API: X-Walhook-Operator is percent-decoded, cleaned and capped for the log") {
+  CHECK(operator_of("alice") == "alice");
+  CHECK(operator_of("Zo%C3%AB%20K.") == "Zoë K.");
+  CHECK(operator_of("50%") == "50%");    // not an escape: kept
+  CHECK(operator_of("%zz") == "%zz");
+  CHECK(operator_of("a%0Ab\x1b[31m") == "ab[31m");  // no line breaks or escapes in the log
+  CHECK(operator_of(std::string(7000, 'a')) == std::string(100, 'a') + "…");
+  std::string many;
+  for (int i = 0; i < 150; ++i) many += "%C3%AB";
+  std::string hundred;
+  for (int i = 0; i < 100; ++i) hundred += "ë";
+  CHECK(operator_of(many) == hundred + "…");
+}
