@@ -502,7 +502,7 @@
       banner,
       el('section', { class: 'card', 'aria-labelledby': 'endpoints-title' },
         el('div', { class: 'card-head' }, el('h2', { id: 'endpoints-title' }, 'Worst first'),
-          el('span', { class: 'muted' }, 'by oldest pending age, then failures in a row'), resetSort, updated),
+          el('span', { class: 'muted' }, 'by oldest pending age, then failures in a row, then dead letters'), resetSort, updated),
         el('div', { class: 'table-wrap' }, table)));
     render();
     load(false).then(() => autoRefresh(gen, load));
