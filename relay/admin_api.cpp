@@ -111,7 +111,7 @@ listen_address split_listen(const std::string& listen) {
                       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
   unsigned value = 0;
   if (digits) std::from_chars(port.data(), port.data() + port.size(), value);
-  if (!digits || value > 65535) throw needs(fmt::format("the port '{}' is not a number from 1 to 65535", port));
+  if (!digits || value > 65535) throw needs(fmt::format("the port '{}' is not a number from 0 to 65535 (0: any free port)", port));
   out.port = static_cast<unsigned short>(value);
   return out;
 }
@@ -383,6 +383,17 @@ struct json_body {
     }
     if (auto err = parser.parse(text).get(doc)) throw cli_error(std::string("the body is not valid JSON: ") + simdjson::error_message(err));
     if (!doc.is_object()) throw cli_error("the body must be a JSON object");
+  }
+  /// Refuses members other than `keys`: a misspelt filter ("sinc") must not widen an action.
+  void only(std::initializer_list<std::string_view> keys) const {
+    simdjson::dom::object o;
+    if (doc.get(o)) return;
+    for (auto [k, v] : o) {
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      std::string allowed;
+      for (auto a : keys) allowed += (allowed.empty() ? "" : ", ") + std::string(a);
+      throw cli_error(fmt::format("unknown member \"{}\" in the body (allowed: {})", k, allowed.empty() ? "none" : allowed));
+    }
   }
   std::optional<std::string> text(const char* key) const {
     simdjson::dom::element v;
@@ -845,7 +856,7 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
 
   asio::awaitable<api_response> set_status(std::int64_t id, const std::string& action, const api_request& req) {
     return on_worker([id, action, who = actor_of(req), body = req.body](blocking_db& db) {
-      json_body parsed(body);  // validated, no member used
+      json_body(body).only({});  // validated, no member used
       auto c = operations::set_status(db, id, action);
       log_action(who, action, id, {}, c.deliveries);
       json_writer j;
@@ -859,6 +870,7 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
   asio::awaitable<api_response> replay(std::int64_t id, const api_request& req) {
     return on_worker([id, who = actor_of(req), body = req.body](blocking_db& db) {
       json_body parsed(body);
+      parsed.only({"since", "until"});
       operations::replay_filter f;
       f.endpoint_id = id;
       f.since = parsed.text("since");
@@ -890,6 +902,7 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
   asio::awaitable<api_response> resend(const api_request& req) {
     return on_worker([who = actor_of(req), body = req.body](blocking_db& db) {
       json_body parsed(body);
+      parsed.only({"endpoint_id", "event_id"});
       auto endpoint_id = parsed.integer("endpoint_id");
       auto ev = parsed.text("event_id");
       if (!endpoint_id || !ev) throw cli_error("give {\"endpoint_id\": N, \"event_id\": \"…\"}");

@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
     c->callback([&set_action, action] { set_action = action; });
   }
   bool remove_force = false;
-  auto* c_remove = c_endpoint->add_subcommand("remove", "Remove an endpoint; its pending deliveries end dead (asks first)");
+  auto* c_remove = c_endpoint->add_subcommand("remove", "Remove an endpoint; its pending deliveries end dead (asks first if there are any; --force does not ask)");
   add_database_url(c_remove, set_url);
   c_remove->add_option("id", set_id, "Endpoint id")->required();
   c_remove->add_flag("--force", remove_force, "Remove without asking, even with pending deliveries");
@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
   c_demo->add_option("--events", demo.events, "Sample events to commit")->capture_default_str()->check(CLI::Range(1, 100000));
   c_demo->add_flag("--hold", demo.hold, "Keep running after the samples until Ctrl-C");
   c_demo->add_option("--admin-listen", demo.admin_listen,
-                     "Serve the console and /metrics on HOST:PORT (loopback; default with --hold: localhost:9187; off)");
+                     "Serve the console and /metrics on HOST:PORT, loopback (default: localhost:9187 with --hold, none without; \"off\": none)");
 
   try {
     app.parse(argc, argv);

@@ -189,16 +189,14 @@ change remove(blocking_db& db, std::int64_t endpoint_id) {
   transaction tx(db);
   lock_endpoint(db, endpoint_id);
   const auto open = open_deliveries(db, endpoint_id);
+  // The endpoints that name it as contact (the removal trigger, migration 006, clears them).
+  auto orphaned = db.exec("SELECT id FROM walhook.endpoints WHERE contact_endpoint_id = $1 ORDER BY id", id);
   // The endpoints trigger (migration 004) ends its open deliveries dead, deletes its health row
   // and keeps a copy for walhook until it has streamed the removal.
   db.exec("DELETE FROM walhook.endpoints WHERE id = $1", id);
   // Its deliveries have nowhere to go any more (no foreign key: walhook's batches must never
   // fail on an endpoint deleted under them).
   db.exec("DELETE FROM walhook.deliveries WHERE endpoint_id = $1", id);
-  // Endpoints that named it as their contact no longer have one (no dangling id).
-  auto orphaned = db.exec("UPDATE walhook.endpoints SET contact_endpoint_id = NULL, updated_at = now() "
-                          "WHERE contact_endpoint_id = $1 RETURNING id",
-                          id);
   tx.commit();
   std::string note;  // `deliveries` counts the open ones that ended with it
   if (orphaned.rows() > 0) {
@@ -414,7 +412,20 @@ ON CONFLICT (endpoint_id, event_id) DO UPDATE
   }
   wake_relay(db, endpoint_id);
   tx.commit();
-  return {.endpoint_id = endpoint_id, .action = "resent", .deliveries = 1, .note = due_note(endpoint_id, endpoint)};
+  // An operator may send an event the routing would not have (the endpoint did not exist yet, or
+  // does not subscribe to the type): allowed, but said.
+  auto routing = db.exec(R"sql(
+SELECT e.created_at > o.created_at,
+       e.event_types IS NOT NULL AND NOT (o.event_type = ANY (e.event_types)), o.event_type
+  FROM walhook.endpoints e, walhook.outbox o WHERE e.id = $1 AND o.id = $2)sql",
+                         pg::params{std::to_string(endpoint_id), event_id});
+  std::string note = due_note(endpoint_id, endpoint);
+  const auto add = [&note](const std::string& sentence) { note += (note.empty() ? "" : "; ") + sentence; };
+  if (routing.rows() > 0 && routing.value(0, 0) == "t")
+    add(fmt::format("endpoint {} was added after the event: the routing never sent it there", endpoint_id));
+  if (routing.rows() > 0 && routing.value(0, 1) == "t")
+    add(fmt::format("endpoint {} does not subscribe to {}: the routing never sent it there", endpoint_id, routing.value(0, 2)));
+  return {.endpoint_id = endpoint_id, .action = "resent", .deliveries = 1, .note = note};
 }
 
 // ------------------------------------------------------------------------------------ fingerprints

@@ -650,7 +650,8 @@
   function actionApplies(action, e) {
     if (action === 'enable') return e.status === 'disabled';
     if (action === 'pause') return e.status === 'active';
-    if (action === 'resume') return e.status === 'paused' || (e.status === 'active' && !!e.paused_by_breaker);
+    // Resume is also "retry pending now": on an active endpoint with pending deliveries too.
+    if (action === 'resume') return e.status === 'paused' || (e.status === 'active' && (!!e.paused_by_breaker || (e.pending || 0) > 0));
     return true;
   }
 

@@ -37,7 +37,7 @@ BEGIN
   END IF;
   -- walhook.* is walhook's own (its notifications, README "Notifications"): an application
   -- cannot publish an event a receiver would take for one of walhook's.
-  IF publish.event_type LIKE 'walhook.%' THEN
+  IF lower(publish.event_type) LIKE 'walhook.%' THEN
     RAISE EXCEPTION 'walhook.publish: event types walhook.* are reserved for walhook''s own notifications (got %)',
       publish.event_type USING ERRCODE = 'invalid_parameter_value';
   END IF;
@@ -53,6 +53,34 @@ BEGIN
   VALUES (publish.tenant_id, publish.event_type, publish.payload, publish.merge_key, publish.aggregate_id)
   RETURNING o.id INTO new_id;
   RETURN new_id;
+END
+$fn$;
+
+-- 5. An endpoint removed by any means (migration 004's trigger) is nobody's contact any more.
+CREATE OR REPLACE FUNCTION walhook.endpoint_removed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, walhook AS $fn$
+BEGIN
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN  -- a row removed, or its id changed
+    INSERT INTO walhook.endpoints_removed (id, tenant_id, url, secret, event_types, max_concurrency, status, ordering)
+    VALUES (OLD.id, OLD.tenant_id, OLD.url, OLD.secret, OLD.event_types, OLD.max_concurrency, OLD.status, OLD.ordering);
+    UPDATE walhook.deliveries
+       SET status = 'dead', last_error = 'endpoint removed', next_attempt_at = NULL, updated_at = now()
+     WHERE endpoint_id = OLD.id AND status IN ('pending', 'sending');
+    DELETE FROM walhook.endpoint_health WHERE endpoint_id = OLD.id;
+    -- Endpoints that named it as their contact have none now: an id reused later (by another
+    -- tenant, say) never receives their notifications.
+    UPDATE walhook.endpoints SET contact_endpoint_id = NULL, updated_at = now() WHERE contact_endpoint_id = OLD.id;
+    RETURN OLD;
+  END IF;
+  -- TRUNCATE (statement level, before: the rows are still there to copy).
+  INSERT INTO walhook.endpoints_removed (id, tenant_id, url, secret, event_types, max_concurrency, status, ordering)
+  SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering
+    FROM walhook.endpoints e;
+  UPDATE walhook.deliveries
+     SET status = 'dead', last_error = 'endpoint removed', next_attempt_at = NULL, updated_at = now()
+   WHERE status IN ('pending', 'sending');
+  DELETE FROM walhook.endpoint_health;
+  RETURN NULL;
 END
 $fn$;
 

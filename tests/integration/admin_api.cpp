@@ -316,6 +316,11 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     CHECK(std::string_view(doc["ordering"]) == "none");
     CHECK(doc["event_types"].is_null());
     CHECK(std::string_view(doc["recent_outcomes"].at(0)["result"]) == "dead");
+    // A misspelt filter must not widen the action to every dead letter.
+    auto typo = call(port, "POST", fmt::format("/api/endpoints/{}/replay", dl), json_post, R"({"sinc": "2030-01-01"})");
+    CHECK(typo.status == 400);
+    CHECK(typo.body.find(R"(unknown member \"sinc\")") != std::string::npos);
+    CHECK(s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", dl_id) == "dead");
     auto r = call(port, "POST", fmt::format("/api/endpoints/{}/replay", dl), json_post, R"({"since": null, "until": null})");
     REQUIRE(r.status == 200);
     simdjson::dom::element replayed = parser.parse(r.body);

@@ -156,6 +156,11 @@ TEST_CASE("endpoint update: the columns change and the running walhook follows (
   REQUIRE(s.cli({"endpoint", "remove", std::to_string(contact)}) == 0);
   CHECK(s.last_output.find(fmt::format("endpoint {} had it as contact endpoint: now none", ep)) != std::string::npos);
   CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
+  // So does a plain DELETE (the removal trigger): an id reused later never gets its notifications.
+  long long contact2 = test::add_endpoint(s.db, "t", s.rcv->url("/contact2"), delivery::generate_secret(), {"none"});
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(ep), "--contact-endpoint", std::to_string(contact2)}) == 0);
+  s.db.exec("DELETE FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(contact2)});
+  CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
   (void)filtered_out;
   walhook.signal(SIGTERM);
   CHECK(walhook.wait(30s) == 0);
@@ -444,6 +449,11 @@ TEST_CASE("resend: a first-try success left no row; resend delivers the same web
   s.db.exec("UPDATE walhook.deliveries SET status = 'dead' WHERE endpoint_id = $1 AND event_id = $2::uuid", key);
   auto paused = relay::operations::resend(db, ep, event);
   CHECK(paused.note.find("is paused: they go out after `walhook endpoint resume") != std::string::npos);
+  // An endpoint the routing never sent the event to (added later, or not subscribed): resent, said so.
+  long long later = test::add_endpoint(s.db, "t", s.rcv->url("/later"), delivery::generate_secret(), {"other.type"});
+  auto unrouted = relay::operations::resend(db, later, event);
+  CHECK(unrouted.note.find(fmt::format("endpoint {} was added after the event", later)) != std::string::npos);
+  CHECK(unrouted.note.find(fmt::format("endpoint {} does not subscribe to x", later)) != std::string::npos);
   // SHA-256 of the decoded keys (computed independently with Python's hashlib).
   CHECK(relay::operations::secret_fingerprints("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=") ==
         "sha256:f74e1720b761 sha256:d504fb47186b");

@@ -290,7 +290,8 @@ TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names t
 
   // An action carries the operator's name into walhook's log.
   b.navigate(fmt::format("http://127.0.0.1:{}/console/#/endpoints/{}", port, ep));
-  // An active endpoint offers Pause only (Enable is for a disabled one, Resume for a paused one).
+  // An active endpoint without pending deliveries offers Pause only (Enable is for a disabled one,
+  // Resume — "retry pending now" — for a paused one or one with pending deliveries).
   REQUIRE(b.wait_for("!!document.getElementById('action-pause')", 15s));
   CHECK(b.evaluate_bool("!document.getElementById('action-resume') && !document.getElementById('action-enable')"));
   b.evaluate(click("#action-pause"));

@@ -148,6 +148,7 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
     out = e.what();
   }
   CHECK(out.find("event types walhook.* are reserved") != std::string::npos);
+  CHECK_THROWS(s.publish("walhook-operator", "WALHOOK.Endpoint.disabled"));  // in any case
   CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE event_type LIKE 'walhook.%'") == "0");
 
   relay::receiver_behaviour down;
