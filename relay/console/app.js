@@ -401,7 +401,10 @@
     return el('div', { class: 'stats', id: 'overview-stats' },
       item('Stream', statusBadge(o.streaming ? 'streaming' : 'not streaming'),
         o.slot ? 'slot ' + o.slot + (o.slot_wal_status ? ' · WAL ' + o.slot_wal_status : '') : null),
-      item('Slot lag', el('span', { class: 'lag lag-' + lagClass, id: 'slot-lag' }, fmtDuration(o.slot_lag_seconds) || '—'),
+      // Not streaming (a standby, reconnecting): this process's lag figure means nothing.
+      item('Slot lag', o.streaming
+        ? el('span', { class: 'lag lag-' + lagClass, id: 'slot-lag' }, fmtDuration(o.slot_lag_seconds) || '—')
+        : el('span', { class: 'lag', id: 'slot-lag', title: 'this walhook does not stream the slot' }, '—'),
         fmtBytes(o.slot_lag_bytes) !== null ? fmtBytes(o.slot_lag_bytes) + ' behind' +
           (o.confirmed_lsn ? ' · confirmed ' + o.confirmed_lsn : '') : null),
       item('Queued', numNode(o.queued), 'waiting in memory'),
