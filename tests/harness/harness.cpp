@@ -1,5 +1,7 @@
 #include "tests/harness/harness.hpp"
 
+#include <regex>
+
 #include <boost/asio/executor_work_guard.hpp>
 
 #include <fmt/format.h>
@@ -48,6 +50,13 @@ walhook_process::walhook_process(std::vector<std::string> args, std::string name
   if (fd >= 0) ::close(fd);
   log_path_ = tmpl;
   (void)name;
+}
+
+unsigned short walhook_process::admin_port() const {
+  std::smatch m;
+  const auto text = log();
+  if (!std::regex_search(text, m, std::regex(R"("admin.listening".*"port":(\d+))"))) return 0;
+  return static_cast<unsigned short>(std::stoi(m[1]));
 }
 
 walhook_process::~walhook_process() {

@@ -42,6 +42,8 @@ class walhook_process {
 
   void start();
   pid_t pid() const { return pid_; }
+  /// The port its admin listener bound (`admin.listening` in its log); 0 if none yet.
+  unsigned short admin_port() const;
   bool running();
   /// Exit code once reaped by running()/wait() (128 + signal if killed), -1 before.
   int exit_code() const { return exit_code_; }

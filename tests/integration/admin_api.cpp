@@ -86,13 +86,6 @@ std::string raw_exchange(unsigned short port, const std::string& bytes) {
   return out;
 }
 
-unsigned short admin_port(const test::walhook_process& w) {
-  std::smatch m;
-  const auto log = w.log();
-  if (!std::regex_search(log, m, std::regex(R"("admin.listening".*"port":(\d+))"))) return 0;
-  return static_cast<unsigned short>(std::stoi(m[1]));
-}
-
 std::string publish(relay::blocking_db& db, const std::string& tenant) {
   pg::params p{tenant, "order.paid", R"({"n":1})"};
   return test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
@@ -127,7 +120,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
   walhook.start();
   INFO(tail(walhook.log()));
   REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 30s));
-  const auto port = admin_port(walhook);
+  const auto port = walhook.admin_port();
   REQUIRE(port != 0);
   simdjson::dom::parser parser;
 
@@ -337,8 +330,8 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
     test::walhook_process standby(test::run_args(s.url, s.slot, {"--admin-listen", "127.0.0.1:0", "--instance-name", "standby"}),
                                   "standby");
     standby.start();
-    REQUIRE(test::eventually([&] { return admin_port(standby) != 0; }, 20s));
-    const auto p2 = admin_port(standby);
+    REQUIRE(test::eventually([&] { return standby.admin_port() != 0; }, 20s));
+    const auto p2 = standby.admin_port();
     CHECK(call(p2, "GET", "/api/overview", {{"Host", "attacker.example:9187"}}).status == 403);
     auto a = call(p2, "GET", "/api/overview");
     CHECK(a.status == 200);

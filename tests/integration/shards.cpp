@@ -71,15 +71,8 @@ struct setup : test::scenario {
   }
 };
 
-unsigned short admin_port(const test::walhook_process& w) {
-  std::smatch m;
-  const auto log = w.log();
-  if (!std::regex_search(log, m, std::regex(R"("admin.listening".*"port":(\d+))"))) return 0;
-  return static_cast<unsigned short>(std::stoi(m[1]));
-}
-
 long delivered_total(const test::walhook_process& w) {
-  auto metrics = test::http_get(admin_port(w), "/metrics");
+  auto metrics = test::http_get(w.admin_port(), "/metrics");
   std::smatch m;
   if (!std::regex_search(metrics.second, m, std::regex(R"(\nwalhook_delivered_total (\d+))"))) return -1;
   return std::stol(m[1]);
