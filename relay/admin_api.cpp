@@ -31,7 +31,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -344,11 +343,6 @@ void deliveries_array(json_writer& j, const pg::query_result& r) {
     j.end_object();
   }
   j.end_array();
-}
-
-bool is_uuid(std::string_view s) {
-  static const std::regex re("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
-  return std::regex_match(s.begin(), s.end(), re);
 }
 
 std::optional<std::int64_t> id_of(std::string_view text) {
@@ -687,7 +681,7 @@ struct admin_api::impl : std::enable_shared_from_this<impl> {
   }
 
   asio::awaitable<api_response> event(const std::string& event_id) {
-    if (!is_uuid(event_id)) return answer(error_response(400, fmt::format("not an event id (a UUID): {}", event_id)));
+    if (!operations::is_uuid(event_id)) return answer(error_response(400, fmt::format("not an event id (a UUID): {}", event_id)));
     const auto& log = eng.recent_outcomes();
     std::vector<outcome_entry> recent = log.of_event(event_id);
     const std::size_t kept = log.size();
@@ -906,7 +900,6 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
       auto endpoint_id = parsed.integer("endpoint_id");
       auto ev = parsed.text("event_id");
       if (!endpoint_id || !ev) throw cli_error("give {\"endpoint_id\": N, \"event_id\": \"…\"}");
-      if (!is_uuid(*ev)) throw cli_error(fmt::format("not an event id (a UUID): {}", *ev));
       auto c = operations::resend(db, *endpoint_id, *ev);
       log_action(who, "resend", c.endpoint_id, *ev, c.deliveries);
       json_writer j;

@@ -83,6 +83,8 @@ std::string due_note(std::int64_t id, const endpoint_row& e) {
   return "";
 }
 
+}  // namespace
+
 bool is_uuid(std::string_view s) {
   if (s.size() != 36) return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -94,8 +96,6 @@ bool is_uuid(std::string_view s) {
   }
   return true;
 }
-
-}  // namespace
 
 void check_url(const std::string& url) {
   if (delivery::parse_url(url)) return;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace walhook::relay::operations {
@@ -74,6 +75,9 @@ std::vector<change> replay(blocking_db& db, const replay_filter& f);
 /// (outbox row) is missing, if an attempt is in flight now, or if a newer state of the same
 /// merge key is pending (that one carries the entity's latest state).
 change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id);
+
+/// True for a UUID in its 8-4-4-4-12 hex text form, either case (walhook.outbox.id, webhook-id).
+bool is_uuid(std::string_view s);
 
 /// The whsec_ secrets' public fingerprints (never the secrets): "sha256:" + the first 12 hex
 /// digits of SHA-256 of each decoded key, space-separated, in the column's order; "" if the
