@@ -288,11 +288,14 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
                  [this, r] { release(r->j); });
 }
 
-void dispatcher::count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
-                               steady_time::duration took) {
-  const auto cls = static_cast<std::size_t>(delivery::classify_outcome(response));
+delivery::outcome_class dispatcher::count_attempt(std::int64_t endpoint_id,
+                                                  const boost::system::result<delivery::http_response>& response,
+                                                  steady_time::duration took) {
+  const auto outcome = delivery::classify_outcome(response);
+  const auto cls = static_cast<std::size_t>(outcome);
   stats_.latency[cls].observe(std::chrono::duration<double>(took).count());
   if (auto* c = counters_of(endpoint_id)) ++c->attempts[cls];
+  return outcome;
 }
 
 endpoint_counters* dispatcher::counters_of(std::int64_t endpoint_id) {
@@ -480,6 +483,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const endpoint* ep = directory_.find(id);
   boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
   std::optional<steady_time::duration> took;
+  delivery::outcome_class outcome = delivery::outcome_class::other;  ///< of the attempt, once made
   // Checked at send time: the endpoint may have changed since the delivery was admitted.
   auto sendable = [&r](const endpoint* e) {
     return e && e->target && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
@@ -500,7 +504,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
       log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});
     }
     took = clock_.steady_now() - r->started;
-    count_attempt(id, response, *took);
+    outcome = count_attempt(id, response, *took);
   }
   // The job leaves the registry; its ticket (unless a durable mark took it) goes with it.
   running_.erase(r->id);
@@ -518,7 +522,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     if (!options_.recent_outcomes) return;
     options_.recent_outcomes->add({j.ev->id, id, now_sys, j.attempts + 1,
                                    response ? static_cast<int>(response->status) : 0,
-                                   std::string(delivery::to_string(delivery::classify_outcome(response))), result,
+                                   std::string(delivery::to_string(outcome)), result,
                                    std::chrono::duration<double>(*took).count()});
   };
   if (delivered_to_removed) {
@@ -528,9 +532,9 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
     apply(std::move(j), a);
   } else {
-    auto outcome = delivery::classify(response, now_sys, options_.outcomes.retry);
+    auto classified = delivery::classify(response, now_sys, options_.outcomes.retry);
     double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-    auto d = decide(j, *ep, directory_.health(id), outcome, now_sys, unit, options_.outcomes);
+    auto d = decide(j, *ep, directory_.health(id), classified, now_sys, unit, options_.outcomes);
     note(d.result == verdict::delivered ? "delivered" : d.result == verdict::retry ? "retry" : "dead");
     apply(std::move(j), d);
   }

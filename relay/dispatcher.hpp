@@ -205,8 +205,9 @@ class dispatcher {
   /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
   void spill(delivery::job j, sql::delivery_outcome pending);
   void mark_sending(const std::shared_ptr<running>& r);
-  /// /metrics: one attempt's outcome class and duration, globally and for its endpoint.
-  void count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
+  /// /metrics: one attempt's outcome class and duration, globally and for its endpoint. Returns
+  /// the class (the outcome log records it too).
+  delivery::outcome_class count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
                      steady_time::duration took);
   /// The endpoint's counters if it is (still) in the directory; nullptr otherwise.
   endpoint_counters* counters_of(std::int64_t endpoint_id);
