@@ -1,7 +1,7 @@
 #include "bench/database.hpp"
 
 #include "bench/proc_stats.hpp"
-#include "relay/blocking_db.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <fmt/format.h>
 #include <libpq-fe.h>

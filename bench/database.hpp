@@ -9,7 +9,7 @@
 //
 // Blocking (libpq, fork/exec): used from the bench's main thread between trials.
 
-#include "relay/embedded_postgres.hpp"
+#include "relay/demo/embedded_postgres.hpp"
 
 #include <atomic>
 #include <memory>

@@ -5,7 +5,7 @@
 #include "common/time.hpp"
 #include "delivery/job.hpp"
 #include "delivery/signing.hpp"
-#include "relay/blocking_db.hpp"
+#include "relay/operations/blocking_db.hpp"
 #include "sql/session.hpp"
 
 #include <boost/asio/as_tuple.hpp>

@@ -1,7 +1,7 @@
 #include "bench/report.hpp"
 
 #include "common/json_writer.hpp"
-#include "relay/embedded_postgres.hpp"
+#include "relay/demo/embedded_postgres.hpp"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // thread, serving every endpoint of the workload by path with its behaviour, verifying
 // signatures, and counting 2xx answers live (for the backlog the max scenario watches).
 
-#include "relay/receiver.hpp"
+#include "relay/demo/receiver.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #include "bench/transient.hpp"
 
 #include "bench/scenario_support.hpp"
-#include "relay/blocking_db.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

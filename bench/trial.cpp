@@ -2,7 +2,7 @@
 
 #include "bench/proc_stats.hpp"
 #include "delivery/signing.hpp"
-#include "relay/blocking_db.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <fmt/format.h>
 #include <libpq-fe.h>

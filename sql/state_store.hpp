@@ -40,7 +40,7 @@ struct state_store_options {
   std::chrono::milliseconds reconnect_min{50};
   std::chrono::milliseconds reconnect_max{1000};
   std::string application_name = "walhook-state";
-  /// Shard count and index (relay/shard.hpp): endpoint reads, stale-row resets and backfills keep
+  /// Shard count and index (relay/core/shard.hpp): endpoint reads, stale-row resets and backfills keep
   /// to this shard's tenants. count <= 1: not sharded.
   int shard_count = 1;
   int shard_index = 0;

@@ -110,7 +110,7 @@ struct removal_streamed {
   std::uint32_t xid = 0;
 };
 
-/// An event walhook publishes itself (its notifications, relay/notifications.hpp): a row inserted
+/// An event walhook publishes itself (its notifications, relay/core/notifications.hpp): a row inserted
 /// into walhook.outbox in the batch's transaction — with the health write that caused it, when
 /// queued right after one — so it comes back through the slot and is routed, delivered, signed,
 /// retried and merged like any event. It holds no LSN ticket: one the server refuses is given up

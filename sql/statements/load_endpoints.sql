@@ -3,7 +3,7 @@
 -- slot has not streamed yet is still the row it was before (the oldest copy kept for it): the
 -- slot replays events committed before the removal, and the removal itself, in order. (A copy
 -- has no contact endpoint: walhook announces nothing to a removed endpoint's contact.)
--- $1, $2: shard count and index (relay/shard.hpp; count <= 1: every endpoint), the endpoints of
+-- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), the endpoints of
 -- this shard's tenants only.
 WITH removed AS (
   SELECT DISTINCT ON (id) id, tenant_id, url, secret, event_types, max_concurrency, status, ordering

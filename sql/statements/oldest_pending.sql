@@ -2,7 +2,7 @@
 -- Runs on every /metrics scrape: one probe of the partial index deliveries_open_age (endpoint_id,
 -- event_created_at) WHERE status IN ('pending', 'sending') per endpoint (its first entry is the
 -- oldest), instead of reading every open row (bench/RESULTS.md, "oldest pending age").
--- $1, $2: shard count and index (relay/shard.hpp; count <= 1: every endpoint), as in load_endpoints.
+-- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), as in load_endpoints.
 SELECT e.id, extract(epoch FROM now() - o.event_created_at)
   FROM walhook.endpoints e
  CROSS JOIN LATERAL (

@@ -26,7 +26,7 @@ void check(bool ok, const char* what) {
 bool fits(const pg::relation& rel, const pg::tuple& t) { return t.size() == rel.columns.size(); }
 
 // What the relay does with a row once the cache accepted it: reads each column by its name
-// through the Relation (relay/rows.cpp). Every index must be in range.
+// through the Relation (relay/core/rows.cpp). Every index must be in range.
 std::size_t read_row(const pg::relation& rel, const pg::tuple& t) {
   check(fits(rel, t), "accepted tuple has its relation's column count");
   std::size_t bytes = 0;
@@ -41,7 +41,7 @@ std::size_t read_row(const pg::relation& rel, const pg::tuple& t) {
   return bytes;
 }
 
-// One pgoutput message through the cache, as relay/stream_handler.cpp feeds it.
+// One pgoutput message through the cache, as relay/engine/stream_handler.cpp feeds it.
 bool follow(wal::relation_cache& cache, std::span<const std::byte> data) {
   auto m = pg::decode(data);
   auto again = pg::decode(data);

@@ -1,4 +1,4 @@
-// The admin API of `walhook run --admin-listen` (docs/api.md, relay/admin_api.hpp) over real
+// The admin API of `walhook run --admin-listen` (docs/api.md, relay/admin/api.hpp) over real
 // HTTP against a real walhook, PostgreSQL and receiver: its access rules (401, 403, 415, a
 // non-loopback address refused without a token), the reads (endpoints worst-first, "did
 // endpoint X get event Y?" for a first-try success that left no row), the actions (pause,

@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t admin_cap = 64;  // relay/admin_server.hpp: max_admin_connections
+constexpr std::size_t admin_cap = 64;  // relay/admin/server.hpp: max_admin_connections
 
 /// A TCP connection to 127.0.0.1:port that the test holds open; closed on destruction.
 class client_socket {

@@ -1,9 +1,9 @@
 // The operator's CLI (issue 11): endpoint update and rotate-secret followed by a running walhook,
 // remove's confirmation, status's nulls, breaker pause and live numbers, typo suggestions, run's
-// fatal errors as JSON, and resend (relay/operations.hpp) of a first-try success that left no row.
+// fatal errors as JSON, and resend (relay/operations/operations.hpp) of a first-try success that left no row.
 
 #include "delivery/signing.hpp"
-#include "relay/operations.hpp"
+#include "relay/operations/operations.hpp"
 #include "tests/harness/harness.hpp"
 #include "tests/support/scripted_http_server.hpp"
 

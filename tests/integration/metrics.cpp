@@ -4,7 +4,7 @@
 // oldest-pending query probes the partial index deliveries_open_age.
 
 #include "delivery/signing.hpp"
-#include "relay/version.hpp"
+#include "relay/core/version.hpp"
 #include "sql/statements.hpp"
 #include "tests/harness/harness.hpp"
 

@@ -31,7 +31,7 @@ struct setup : test::scenario {
       test::add_endpoint(db, tenant, rcv->url(path_of[tenant]), delivery::generate_secret());
     }
   }
-  /// The shard of a tenant, as PostgreSQL computes it (relay/shard.hpp).
+  /// The shard of a tenant, as PostgreSQL computes it (relay/core/shard.hpp).
   int shard_of(const std::string& tenant, int n) {
     return std::stoi(value("SELECT (hashtext($1) & 2147483647) % $2::int", pg::params{tenant, std::to_string(n)}));
   }

@@ -1,0 +1,55 @@
+#pragma once
+// The admin API under `walhook run --admin-listen` (docs/api.md): /api/* reads and actions for
+// the console (relay/admin/console/) and for scripts, and its access rules. The HTTP framing is
+// relay/admin/server.cpp's; this answers one parsed request.
+//
+// Database reads and actions run on a worker thread of their own with one blocking connection
+// (relay/operations/blocking_db.hpp), reconnected when it breaks: a slow query or PostgreSQL being down
+// never blocks the engine's io thread (the API answers 503 meanwhile). Live fields (queued, in
+// flight, streaming, recent outcomes) are read from the engine on its executor before the
+// worker runs, and the answer resumes there.
+//
+// Thread affinity: handle() on the engine's executor.
+
+#include "relay/admin/access.hpp"
+#include "relay/admin/request.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace walhook::relay {
+
+class engine;
+struct run_options;
+
+/// The status of a database error by its SQLSTATE: 504 for 57014 (statement timeout), 400 for
+/// class 22 (data exception: the caller's text did not parse, e.g. a bad timestamptz), 409 for
+/// class 23 (a constraint: a concurrent change), 503 for anything else (the server's trouble,
+/// never the caller's input). Pure.
+unsigned status_of_sqlstate(std::string_view sqlstate);
+
+class admin_api {
+ public:
+  /// `ex` is the engine's executor; connects to e.options().database_url lazily.
+  admin_api(boost::asio::any_io_executor ex, engine& e, admin_access access);
+  ~admin_api();
+  admin_api(const admin_api&) = delete;
+  admin_api& operator=(const admin_api&) = delete;
+
+  /// Answers a request whose target starts with /api/ (access checked here). `req` must live
+  /// until the answer (the caller awaits it at once).
+  boost::asio::awaitable<api_response> handle(const api_request& req);
+  /// Stops the database worker (after the query it runs, if any); later requests never finish.
+  void stop();
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace walhook::relay

@@ -1,0 +1,233 @@
+#include "relay/core/rows.hpp"
+
+#include "common/time.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace walhook::relay {
+namespace pgo = wal::pgoutput;
+
+row_view::state row_view::get(std::string_view column, std::string_view& out) const {
+  for (std::size_t i = 0; i < rel_.columns.size(); ++i) {
+    if (rel_.columns[i].name != column) continue;
+    if (i >= tuple_.size()) return state::absent;
+    const auto& v = tuple_[i];
+    switch (v.kind) {
+      case pgo::value_kind::null: return state::null;
+      case pgo::value_kind::unchanged_toast: return state::unchanged;
+      case pgo::value_kind::text:
+      case pgo::value_kind::binary:
+        out = v.data;
+        return state::value;
+    }
+  }
+  return state::absent;
+}
+
+std::optional<std::string> row_view::text(std::string_view column) const {
+  std::string_view v;
+  if (get(column, v) != state::value) return std::nullopt;
+  return std::string(v);
+}
+
+boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why) {
+  delivery::event ev;
+  auto id = row.text("id");
+  auto tenant = row.text("tenant_id");
+  auto type = row.text("event_type");
+  auto payload = row.text("payload");
+  auto created = row.text("created_at");
+  if (!id || id->empty()) why = "outbox row without id";
+  else if (!tenant) why = "outbox row without tenant_id";
+  else if (!type) why = "outbox row without event_type";
+  else if (!payload) why = "outbox row without payload";
+  if (!why.empty()) return std::make_error_code(std::errc::invalid_argument);
+  ev.id = std::move(*id);
+  ev.tenant_id = std::move(*tenant);
+  ev.type = std::move(*type);
+  ev.payload = std::move(*payload);
+  ev.aggregate_id = row.text("aggregate_id");
+  ev.merge_key = row.text("merge_key");
+  ev.commit_lsn = commit_lsn;
+  // Absent from a Relation of an older schema (before migration 006): no direct route.
+  if (auto direct = row.text("endpoint_id")) {
+    std::int64_t id = 0;
+    auto [p, ec] = std::from_chars(direct->data(), direct->data() + direct->size(), id);
+    if (ec != std::errc{} || p != direct->data() + direct->size()) {
+      why = "outbox row with an endpoint_id that is not a number";
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    ev.endpoint_id = id;
+  }
+  if (created) {
+    auto iso = pg_timestamptz_to_iso8601(*created, &why);
+    if (!iso) {
+      ev.created_at = std::move(*created);
+      return ev;
+    }
+    ev.created_at = std::move(*iso);
+  } else {
+    ev.created_at = format_iso8601(system_now());
+  }
+  ev.body = delivery::make_body(ev);
+  return ev;
+}
+
+std::string_view to_string(endpoint_status s) {
+  switch (s) {
+    case endpoint_status::active: return "active";
+    case endpoint_status::paused: return "paused";
+    case endpoint_status::disabled: return "disabled";
+  }
+  return "active";
+}
+
+bool endpoint::subscribed(std::string_view event_type) const {
+  if (!event_types) return true;
+  return std::find(event_types->begin(), event_types->end(), event_type) != event_types->end();
+}
+
+void resolve_endpoint(endpoint& e) {
+  e.config_error.clear();
+  e.target.reset();
+  e.keys.clear();
+  auto target = delivery::parse_url(e.url);
+  if (!target) {
+    e.config_error = "invalid endpoint URL: " + delivery::redact_url(e.url);
+  } else {
+    e.target = std::move(*target);
+  }
+  auto keys = delivery::parse_secrets(e.secret);
+  if (!keys) {
+    if (e.config_error.empty()) e.config_error = "invalid endpoint secret (expected whsec_<base64>)";
+  } else {
+    e.keys = std::move(*keys);
+  }
+}
+
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous,
+                                                  const row_view* old_row, std::string* why) {
+  endpoint e;
+  if (previous) e = *previous;
+  std::string_view v;
+  std::string missing;
+  auto take = [&](std::string_view col, auto&& assign) {
+    auto state = row.get(col, v);
+    if (state == row_view::state::unchanged && old_row) state = old_row->get(col, v);
+    switch (state) {
+      case row_view::state::value: assign(std::optional<std::string_view>(v)); break;
+      case row_view::state::null: assign(std::optional<std::string_view>()); break;
+      case row_view::state::unchanged:
+        if (!previous) missing = col;  // neither the old tuple nor the cache has it
+        break;
+      case row_view::state::absent: break;  // keep the cached value
+    }
+  };
+  bool has_id = false;
+  take("id", [&](std::optional<std::string_view> s) {
+    if (!s) return;
+    std::int64_t id = 0;
+    auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), id);
+    if (ec == std::errc{} && p == s->data() + s->size()) {
+      e.id = id;
+      has_id = true;
+    }
+  });
+  if (!has_id) return std::make_error_code(std::errc::invalid_argument);
+  take("tenant_id", [&](auto s) { e.tenant_id = s ? std::string(*s) : ""; });
+  take("url", [&](auto s) { e.url = s ? std::string(*s) : ""; });
+  take("secret", [&](auto s) { e.secret = s ? std::string(*s) : ""; });
+  take("event_types", [&](auto s) {
+    if (!s) {
+      e.event_types.reset();
+    } else {
+      e.event_types = parse_text_array(*s);
+      if (!e.event_types) e.event_types = std::vector<std::string>{};  // unparseable: subscribe to nothing
+    }
+  });
+  take("max_concurrency", [&](auto s) {
+    int n = 4;
+    if (s) std::from_chars(s->data(), s->data() + s->size(), n);
+    e.max_concurrency = std::max(1, n);
+  });
+  take("status", [&](auto s) {
+    if (s && *s == "paused") e.status = endpoint_status::paused;
+    else if (s && *s == "disabled") e.status = endpoint_status::disabled;
+    else e.status = endpoint_status::active;
+  });
+  take("ordering", [&](auto s) { e.aggregate_ordering = s && *s == "aggregate"; });
+  take("contact_endpoint_id", [&](auto s) {
+    std::int64_t id = 0;
+    if (s && std::from_chars(s->data(), s->data() + s->size(), id).ec == std::errc{}) e.contact_endpoint_id = id;
+    else e.contact_endpoint_id.reset();
+  });
+  if (!missing.empty()) {
+    if (why) *why = "column " + missing + " is unchanged in the stream and walhook has no earlier value of it";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  resolve_endpoint(e);
+  return e;
+}
+
+std::optional<std::vector<std::string>> parse_text_array(std::string_view s) {
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}') return std::nullopt;
+  std::vector<std::string> out;
+  std::size_t i = 1, end = s.size() - 1;
+  if (i == end) return out;
+  while (i <= end) {
+    std::string item;
+    bool quoted = false;
+    if (i < end && s[i] == '"') {
+      quoted = true;
+      ++i;
+      while (i < end && s[i] != '"') {
+        if (s[i] == '\\' && i + 1 < end) ++i;
+        item += s[i++];
+      }
+      if (i >= end) return std::nullopt;  // unterminated quote
+      ++i;                                // closing quote
+    } else {
+      while (i < end && s[i] != ',') {
+        // Nested arrays are not text[] of one dimension; PostgreSQL quotes any element holding
+        // braces or quotes.
+        if (s[i] == '{' || s[i] == '}' || s[i] == '"') return std::nullopt;
+        item += s[i++];
+      }
+      if (item.empty()) return std::nullopt;  // "{a,,b}": an empty element must be quoted ("")
+    }
+    if (quoted || item != "NULL") out.push_back(std::move(item));
+    if (i == end) break;
+    if (s[i] != ',') return std::nullopt;
+    ++i;
+    if (i == end) return std::nullopt;  // trailing comma
+  }
+  return out;
+}
+
+wal::pgoutput::relation relation_of_columns(const std::vector<std::string>& columns) {
+  wal::pgoutput::relation rel;
+  for (const auto& name : columns) rel.columns.push_back({0, name, 0, -1});
+  return rel;
+}
+
+wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>& row) {
+  namespace pgo = wal::pgoutput;
+  pgo::tuple t;
+  for (const auto& v : row)
+    t.push_back(v ? pgo::tuple_value{pgo::value_kind::text, *v} : pgo::tuple_value{pgo::value_kind::null, {}});
+  return t;
+}
+
+std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
+                                           const std::vector<std::vector<std::optional<std::string>>>& rows) {
+  const auto rel = relation_of_columns(columns);
+  std::vector<endpoint> out;
+  for (const auto& r : rows) {
+    const auto t = tuple_of_text(r);
+    if (auto e = endpoint_from_row(row_view(rel, t), nullptr)) out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+}  // namespace walhook::relay

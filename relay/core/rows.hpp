@@ -1,0 +1,98 @@
+#pragma once
+// Interpreting pgoutput rows of walhook's tables by column name, against the Relation message
+// they were sent with (never the live catalog).
+
+#include "delivery/http_client.hpp"
+#include "delivery/job.hpp"
+#include "delivery/signing.hpp"
+#include "wal/pgoutput.hpp"
+
+#include <boost/system/result.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walhook::relay {
+
+/// A row of a Relation, looked up by column name.
+class row_view {
+ public:
+  row_view(const wal::pgoutput::relation& rel, const wal::pgoutput::tuple& tuple) : rel_(rel), tuple_(tuple) {}
+
+  enum class state { absent, null, unchanged, value };
+  /// The column's state; `out` is set for state::value (text format).
+  state get(std::string_view column, std::string_view& out) const;
+  /// The text value, or std::nullopt if absent, NULL or unchanged.
+  std::optional<std::string> text(std::string_view column) const;
+
+ private:
+  const wal::pgoutput::relation& rel_;
+  const wal::pgoutput::tuple& tuple_;
+};
+
+/// A whole-table read (column names, text rows with std::nullopt for NULL) in the stream's
+/// shapes, so its rows decode exactly like the stream's: a Relation of those columns, and one
+/// TupleData per row.
+wal::pgoutput::relation relation_of_columns(const std::vector<std::string>& columns);
+wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>& row);
+
+/// Builds an event from an Insert into walhook.outbox. Errors (std::errc::invalid_argument)
+/// carry no detail; `why` says what is wrong (missing id, tenant, type or payload, an
+/// endpoint_id that is not a number). endpoint_id (the direct route) absent — a Relation of a
+/// schema before migration 006 — is NULL. A created_at
+/// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back
+/// with created_at as PostgreSQL printed it, no body, and the reason in `why` — the caller
+/// records its deliveries dead.
+boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why);
+
+enum class endpoint_status { active, paused, disabled };
+std::string_view to_string(endpoint_status s);
+
+/// An endpoint as walhook follows it. A bad URL or secret does not drop the endpoint: its
+/// deliveries end dead with `config_error` as the reason.
+struct endpoint {
+  std::int64_t id = 0;
+  std::string tenant_id;
+  std::string url;
+  std::string secret;  ///< kept to rebuild keys when only other columns change
+  std::optional<delivery::http_target> target;
+  std::vector<delivery::signing_key> keys;
+  std::optional<std::vector<std::string>> event_types;  ///< nullopt: all types
+  int max_concurrency = 4;
+  endpoint_status status = endpoint_status::active;
+  bool aggregate_ordering = false;
+  /// walhook.endpoints.contact_endpoint_id (migration 006): the endpoint walhook's notifications
+  /// about this one go to (relay/core/notifications.hpp); empty: none.
+  std::optional<std::int64_t> contact_endpoint_id;
+  std::string config_error;  ///< non-empty: URL or secret unusable
+  /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
+  /// work routed before the removal gets one attempt each — a failure ends dead, never retried.
+  bool retired = false;
+
+  bool subscribed(std::string_view event_type) const;
+};
+
+/// Builds an endpoint from an Insert/Update of walhook.endpoints. A column pgoutput sends as
+/// unchanged (a TOASTed value the UPDATE did not touch) is taken from `old_row` (the old tuple:
+/// walhook.endpoints has REPLICA IDENTITY FULL), else from `previous` (the cached endpoint); a
+/// value is never made up. Errors (std::errc::invalid_argument): the row has no id; or a column is
+/// unchanged and neither gives it (`why` says which).
+boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous,
+                                                  const row_view* old_row = nullptr, std::string* why = nullptr);
+
+/// Endpoints from a whole-table read (column names and text rows, std::nullopt for NULL),
+/// decoded exactly like the stream's rows; rows without an id are skipped.
+std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
+                                           const std::vector<std::vector<std::optional<std::string>>>& rows);
+
+/// Fills target/keys/config_error from url and secret.
+void resolve_endpoint(endpoint& e);
+
+/// Parses a one-dimensional PostgreSQL text[] literal ({a,"b c",NULL}); NULL elements are
+/// skipped. std::nullopt if malformed.
+std::optional<std::vector<std::string>> parse_text_array(std::string_view literal);
+
+}  // namespace walhook::relay

@@ -1,0 +1,228 @@
+#pragma once
+// The delivery side of the engine (docs/architecture.md, Data flow, from the router to the state store): admits routed
+// deliveries, schedules them fairly per endpoint, runs attempts through the transport, decides
+// their outcomes and writes what must be durable — and tells the LSN tracker when a delivery no
+// longer holds its transaction. It also claims persisted work back, and sweeps: an attempt
+// running past the hold bound is recorded as 'sending' so its ticket can go; a stalled endpoint's
+// queued work goes to PostgreSQL.
+//
+// Every decision is a pure function (relay/core/decisions.hpp, relay/core/backlog.hpp); apply() is the
+// only code here that touches the store, the tracker and the scheduler. The I/O seams are
+// sql::store, delivery::transport and clock_source, so tests/unit/relay/engine/dispatcher_test.cpp
+// drives all of it with fakes and a manual clock, without sleeping.
+//
+// Thread affinity: one executor; every call from it.
+
+#include "common/task_group.hpp"
+#include "common/time.hpp"
+#include "common/wake_signal.hpp"
+#include "delivery/outcome_class.hpp"
+#include "delivery/policy.hpp"
+#include "delivery/scheduler.hpp"
+#include "delivery/transport.hpp"
+#include "relay/core/backlog.hpp"
+#include "relay/core/decisions.hpp"
+#include "relay/core/endpoint_directory.hpp"
+#include "relay/core/lsn_tracker.hpp"
+#include "relay/core/notifications.hpp"
+#include "relay/core/stats.hpp"
+#include "sql/store.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace walhook::relay {
+
+class outcome_log;
+
+struct dispatcher_options {
+  delivery::scheduler_limits limits;                  ///< 64 in flight, 1000 per endpoint, 10000 in memory
+  std::chrono::milliseconds max_wait_in_memory{1000}; ///< a queued delivery waiting longer is spilled
+  std::chrono::milliseconds max_hold{250};            ///< an attempt running longer is recorded 'sending'
+  std::chrono::milliseconds sweep_interval{50};       ///< how often the sweep runs
+  std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
+  admission_policy admission;
+  outcome_policy outcomes;
+  notification_policy notifications;                  ///< where walhook's notifications go, their rate limits
+  std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's capacity
+  std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
+  /// Bytes of events in memory (bodies and payloads, each event once) before reading the slot
+  /// waits and claims stop: the counts alone let 1,000 events of 900 KB take 375 MB.
+  std::size_t max_queued_bytes = std::size_t{256} << 20;
+  std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
+  /// Where each finished attempt is noted (the admin API's "did endpoint X get event Y?"); not
+  /// owned, on the same executor; nullptr: nowhere.
+  outcome_log* recent_outcomes = nullptr;
+};
+
+class dispatcher {
+ public:
+  /// Hooks into the engine: `released` runs when a delivery let go of its LSN ticket (confirm
+  /// the new position), `room` when reading the slot may resume (back-pressure eased).
+  struct hooks {
+    std::function<void()> released;
+    std::function<void()> room;
+  };
+
+  dispatcher(boost::asio::any_io_executor ex, dispatcher_options options, endpoint_directory& directory,
+             lsn_tracker& tracker, sql::store& store, delivery::transport& transport, const clock_source& clock,
+             hooks h = {});
+  ~dispatcher();
+  dispatcher(const dispatcher&) = delete;
+  dispatcher& operator=(const dispatcher&) = delete;
+
+  /// An event from the stream, counted in the memory budget (max_queued_bytes) while it lives.
+  std::shared_ptr<const delivery::event> track(delivery::event ev) { return events_.track(std::move(ev)); }
+  /// Bytes of events in memory.
+  std::size_t event_bytes() const { return events_.bytes(); }
+  /// A delivery routed from the stream (it holds its transaction's ticket).
+  void submit(delivery::job j);
+  /// A delivery of an outbox row that cannot become a request (e.g. a created_at RFC 3339 cannot
+  /// express): recorded dead with `reason`, never sent; its ticket goes once that is durable.
+  void submit_dead(delivery::job j, std::string reason);
+  /// An endpoint was added, changed or removed (endpoint_directory's answer): its queued work
+  /// leaves memory if it stopped being active, its connections are dropped if its URL changed,
+  /// its pending rows are looked for if it became active.
+  void endpoint_changed(const endpoint_change& c);
+  /// The stream carried the removal of endpoints `ids` (a Delete or a changed id: `endpoint_id`;
+  /// a Truncate: empty) in transaction `xid`, which holds `ticket`. They are retired: nothing new
+  /// is routed to them, and the work routed before gets one attempt each. Once that work is done
+  /// in memory, they leave the directory and walhook.endpoints_removed forgets their copies (and
+  /// ends any delivery row of theirs still pending); the ticket goes once that is durable — until
+  /// then a crash replays the events and the removal, with the copies still there.
+  void removal_streamed(std::vector<std::int64_t> ids, std::optional<std::int64_t> endpoint_id, std::uint32_t xid,
+                        lsn_tracker::ticket ticket);
+  /// An operator's signal (`walhook replay`, `endpoint resume|enable`): look for the endpoint's
+  /// pending rows; `resume` also closes its breaker.
+  void wake(std::int64_t endpoint_id, bool resume);
+
+  /// Session start (this instance leads and streams): these endpoints have rows in
+  /// walhook.deliveries; claims, sweeps and new attempts may run.
+  void start_session(const std::vector<std::int64_t>& with_rows);
+  /// Session end (the stream broke, or leadership is gone): nothing new is claimed, marked or
+  /// started; claimed deliveries waiting in memory go back to pending, stream deliveries are
+  /// dropped (their transactions were not acknowledged: the next session streams them again).
+  /// Attempts in flight finish within their deadline and their outcomes are written.
+  void end_session();
+  /// Between start_session() and end_session().
+  bool active() const { return active_; }
+  /// The rows this process owns — claimed or marked 'sending', with an attempt or an outcome
+  /// write still on its way — which a reset of stale 'sending' rows must leave alone.
+  std::vector<sql::delivery_key> owned() const;
+
+  /// Well below the memory caps (no endpoint's queue full, a quarter of the queue cap and of the
+  /// byte budget): room an operator's backfill may use without making the stream wait.
+  bool has_headroom() const;
+  /// Back-pressure: true while reading the slot must wait — an endpoint in the memory lane that
+  /// keeps up has a full queue, or memory is at its cap (deliveries, or max_queued_bytes). An endpoint with a full queue that does
+  /// not keep up is moved to the table lane instead (its new work is spilled); one in backlog
+  /// mode never holds the stream (claims fill its queue; a full queue spills new work).
+  bool must_hold();
+
+  /// One sweep: attempts past the hold bound are recorded 'sending' (their tickets go once that
+  /// is durable); a stalled endpoint's queued deliveries and any delivery queued longer than
+  /// max_wait_in_memory are spilled, and those endpoints move to the table lane.
+  void sweep();
+  /// One claim round: claims due rows for endpoints in backlog mode (sized by their capacity),
+  /// admits them, and checks which endpoints left backlog mode. Returns when the next round is
+  /// due at the latest (a notification may bring it forward).
+  boost::asio::awaitable<std::chrono::steady_clock::time_point> claim_round();
+
+  /// Starts the sweep and claim loops in `group` (they stop on total cancellation).
+  void start(task_group& group);
+
+  /// A stop has begun while the stream finishes its open transaction: no more claims, and new
+  /// deliveries from the stream go straight to PostgreSQL (pending) instead of memory, so reading
+  /// to the transaction's Commit never waits for customers and nothing is sent twice.
+  void begin_stop();
+
+  /// Graceful stop: queued deliveries go to PostgreSQL; attempts get until `deadline`, then the
+  /// transport is shut down (they end 'cancelled' and are written pending).
+  boost::asio::awaitable<void> shutdown(std::chrono::steady_clock::time_point deadline);
+
+  const dispatcher_stats& stats() const { return stats_; }
+  const delivery::scheduler& scheduler() const { return sched_; }
+  const backlog_controller& backlog() const { return backlog_; }
+  /// Attempts in flight (running coroutines).
+  std::size_t attempts_running() const { return attempts_.size(); }
+
+ private:
+  struct running;
+
+  // apply(): the only code that touches the store, the tracker and the scheduler.
+  void apply(delivery::job j, const admission& a);
+  void apply(delivery::job j, const decision& d);
+  void queue(delivery::job j);
+  void write(delivery::job j, sql::delivery_outcome record);
+  void release(delivery::job& j);
+  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason);
+  /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
+  void spill(delivery::job j, sql::delivery_outcome pending);
+  void mark_sending(const std::shared_ptr<running>& r);
+  /// /metrics: one attempt's outcome class and duration, globally and for its endpoint. Returns
+  /// the class (the outcome log records it too).
+  delivery::outcome_class count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
+                     steady_time::duration took);
+  /// The endpoint's counters if it is (still) in the directory; nullptr otherwise.
+  endpoint_counters* counters_of(std::int64_t endpoint_id);
+  /// Queues the outbox rows of `n` (right behind the write that caused it: the same transaction).
+  void publish(const notice& n);
+
+  void admit_job(delivery::job j);
+  void admit_claimed(sql::claimed_delivery c);
+  void dispatch();
+  boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
+  endpoint_load load_of(std::int64_t id) const;
+  void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
+  void own(const sql::delivery_key& k);
+  void disown(const sql::delivery_key& k);
+  void finish_removals();
+  boost::asio::awaitable<void> sweep_loop();
+  boost::asio::awaitable<void> claim_loop();
+
+  boost::asio::any_io_executor executor_;
+  dispatcher_options options_;
+  endpoint_directory& directory_;
+  lsn_tracker& tracker_;
+  sql::store& store_;
+  delivery::transport& transport_;
+  const clock_source& clock_;
+  hooks hooks_;
+  delivery::event_budget events_;
+  delivery::scheduler sched_;
+  backlog_controller backlog_;
+  notifier notifier_;
+  task_group attempts_;
+  wake_signal claims_wake_;
+  std::mt19937_64 rng_;
+  std::uint64_t next_attempt_id_ = 1;
+  std::unordered_map<std::uint64_t, std::shared_ptr<running>> running_;
+  std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
+  /// Wakes to repeat (endpoint → when, and how many are left): a wake read from the stream can
+  /// arrive a moment before the transaction that made its rows pending is visible to the claim
+  /// (whose SKIP LOCKED then passes over them), so it is repeated 1 s and 5 s later.
+  std::unordered_map<std::int64_t, std::pair<steady_time, int>> rewake_;
+  std::map<std::pair<std::int64_t, std::string>, int> owned_;
+  dispatcher_stats stats_;
+  bool active_ = false;
+  bool stopping_ = false;  ///< begin_stop() was called
+  struct removal {
+    std::vector<std::int64_t> ids;             ///< retired endpoints whose work is finishing
+    std::optional<std::int64_t> endpoint_id;   ///< empty: a Truncate
+    std::uint32_t xid = 0;
+    lsn_tracker::ticket ticket = 0;
+  };
+  std::vector<removal> removals_;  ///< streamed removals not yet written, in stream order
+};
+
+}  // namespace walhook::relay

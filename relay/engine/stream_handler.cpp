@@ -1,0 +1,162 @@
+#include "relay/engine/stream_handler.hpp"
+
+#include "common/log.hpp"
+#include "wal/errc.hpp"
+
+namespace walhook::relay {
+namespace pgo = wal::pgoutput;
+
+std::optional<std::int64_t> endpoint_id_of(const row_view& row) {
+  std::string_view text;
+  if (row.get("id", text) != row_view::state::value) return std::nullopt;
+  try {
+    return std::stoll(std::string(text));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void stream_handler::reset() {
+  relations_.clear();
+  outbox_oid_.reset();
+  endpoints_oid_.reset();
+  current_ticket_ = 0;
+  open_since_.clear();
+}
+
+double stream_handler::lag_seconds() {
+  auto oldest = tracker_.oldest_open();
+  while (!open_since_.empty() && (oldest == 0 || open_since_.front().first < oldest)) open_since_.pop_front();
+  if (oldest == 0 || open_since_.empty()) return 0;
+  return std::chrono::duration<double>(clock_.steady_now() - open_since_.front().second).count();
+}
+
+boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
+  if (auto* k = std::get_if<wal::keepalive>(&ev)) {
+    tracker_.keepalive(k->wal_end);
+    return {};
+  }
+  const auto& ch = std::get<wal::change>(ev);
+  // Rows are checked against their Relation message (unknown OID, column count) first.
+  if (auto ec = relations_.observe(ch.message)) return ec;
+  return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
+}
+
+std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket) {
+  ++events_;
+  std::string why;
+  auto ev = event_from_row(row, commit_lsn, why);
+  if (!ev) {  // no id, tenant or type: there is no delivery to record (the schema makes this rare)
+    ++malformed_rows_;
+    log::error("outbox.malformed_row", {{"reason", why}});
+    return 0;
+  }
+  if (!why.empty()) {
+    ++malformed_rows_;
+    log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
+  }
+  auto shared = deliveries_.track(std::move(*ev));
+  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id);
+  for (std::int64_t id : routes) {
+    delivery::job j;
+    j.ev = shared;
+    j.endpoint_id = id;
+    j.ticket = ticket;
+    tracker_.hold(ticket);
+    if (why.empty()) deliveries_.submit(std::move(j));
+    else deliveries_.submit_dead(std::move(j), why);  // recorded with its reason, never skipped
+  }
+  return routes.size();
+}
+
+void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row) {
+  auto id = endpoint_id_of(row);
+  const endpoint* previous = id ? directory_.find(*id) : nullptr;
+  std::string why;
+  auto e = endpoint_from_row(row, previous, old_row, &why);
+  if (!e) {
+    if (!why.empty()) log::error("endpoint.incomplete_row", {{"endpoint_id", id.value_or(0)}, {"error", why}});
+    return;
+  }
+  if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
+  bool news = !previous || previous->status != e->status || previous->url != e->url;
+  log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
+            {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
+  deliveries_.endpoint_changed(directory_.apply(std::move(*e)));
+}
+
+void stream_handler::remove_endpoint(const row_view& row) {
+  if (auto id = endpoint_id_of(row)) deliveries_.removal_streamed({*id}, *id, current_xid_, current_ticket_);
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
+  current_ticket_ = tracker_.begin();
+  open_since_.emplace_back(current_ticket_, clock_.steady_now());
+  current_final_lsn_ = b.final_lsn;
+  current_xid_ = b.xid;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::commit& c) {
+  tracker_.commit(current_ticket_, c.end_lsn);
+  current_ticket_ = 0;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::relation& r) {
+  if (r.schema == "walhook" && r.name == "outbox") outbox_oid_ = r.oid;
+  if (r.schema == "walhook" && r.name == "endpoints") endpoints_oid_ = r.oid;
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::insert& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid == outbox_oid_) deliver_row(row_view(*rel, m.new_tuple), current_final_lsn_, current_ticket_);
+  else if (m.relation_oid == endpoints_oid_) apply_endpoint(row_view(*rel, m.new_tuple));
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::update& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid != endpoints_oid_) return {};
+  // walhook.endpoints has REPLICA IDENTITY FULL: the old row comes with every update (older
+  // schemas send only a changed key). A changed id is a removal of the old one.
+  const auto* old = m.old_tuple ? &*m.old_tuple : m.key_tuple ? &*m.key_tuple : nullptr;
+  std::optional<row_view> old_row;
+  if (old) old_row.emplace(*rel, *old);
+  const row_view new_row(*rel, m.new_tuple);
+  if (old_row && endpoint_id_of(*old_row) != endpoint_id_of(new_row)) remove_endpoint(*old_row);
+  apply_endpoint(new_row, old_row ? &*old_row : nullptr);
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::delete_& m) {
+  const auto* rel = relations_.find(m.relation_oid);
+  if (!rel) return wal::errc::unknown_relation;
+  if (m.relation_oid == endpoints_oid_) remove_endpoint(row_view(*rel, m.key_tuple ? *m.key_tuple : *m.old_tuple));
+  return {};
+}
+
+boost::system::error_code stream_handler::on_message(const pgo::truncate& m) {
+  for (auto oid : m.relation_oids)
+    if (oid == endpoints_oid_) deliveries_.removal_streamed(directory_.ids(), std::nullopt, current_xid_, current_ticket_);
+  return {};
+}
+
+/// Operator signals travel through the WAL, in order with the data: `walhook replay` and
+/// `walhook endpoint enable|resume` emit pg_logical_emit_message(true, 'walhook', …):
+/// "wake:<id>" (pending deliveries are due) or "resume:<id>" (its breaker closes too).
+boost::system::error_code stream_handler::on_message(const pgo::logical_message& m) {
+  if (m.prefix != "walhook") return {};
+  bool resume = m.content.starts_with("resume:");
+  if (!resume && !m.content.starts_with("wake:")) return {};
+  try {
+    deliveries_.wake(std::stoll(m.content.substr(m.content.find(':') + 1)), resume);
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+}  // namespace walhook::relay

@@ -1,0 +1,95 @@
+#pragma once
+// Operator actions on walhook's tables, shared by the CLI (relay/cli/commands.cpp) and the admin
+// API (relay/admin/api.cpp, `walhook run --admin-listen`): the same SQL, the same checks, the
+// same answers. Each runs in one transaction on a blocking connection and returns what it
+// changed; none prints. A user error (no such endpoint, a bad URL, an empty range) throws
+// cli_error with a one-line message; the admin API answers it as 4xx {"error": message}.
+//
+// Actions that make deliveries due tell a running walhook through the WAL
+// (pg_logical_emit_message, prefix 'walhook': "wake:<id>" or "resume:<id>"), so it looks for
+// them at once instead of at its next claim round.
+
+#include "relay/operations/blocking_db.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walhook::relay::operations {
+
+/// What an action changed, for the CLI's line and the API's JSON answer.
+struct change {
+  std::int64_t endpoint_id = 0;
+  std::string action;          ///< "paused", "resumed", "enabled", "disabled", "removed", "updated", ...
+  std::int64_t deliveries = 0; ///< deliveries made due, replayed, resent or ended by the action
+  std::string note;            ///< one sentence for the operator ("" if none), e.g. "endpoint is paused: they go out after resume"
+};
+
+/// pause | resume | enable | disable. resume and enable also close the circuit breaker, clear the
+/// disable reason and make the endpoint's pending deliveries due now ("retry pending now" is
+/// resume). Throws cli_error("no endpoint with id N").
+change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& action);
+
+/// Deliveries of an endpoint still to do (pending or sending), for remove's confirmation.
+std::int64_t open_deliveries(blocking_db& db, std::int64_t endpoint_id);
+/// Deletes the endpoint; its open deliveries end dead ("endpoint removed") and its rows go.
+change remove(blocking_db& db, std::int64_t endpoint_id);
+
+struct endpoint_update {
+  std::optional<std::string> url;                        ///< validated like endpoint add
+  std::optional<std::vector<std::string>> event_types;   ///< empty vector: all types
+  std::optional<int> max_concurrency;                    ///< 1..1000
+  std::optional<std::string> description;
+  std::optional<std::optional<std::int64_t>> contact_endpoint_id;  ///< nullopt inside: none
+};
+/// Changes the given columns. Throws cli_error on invalid values or if nothing is given.
+change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& u);
+
+struct rotated_secret {
+  std::string secret;                       ///< the new whsec_… (shown once, to the CLI only)
+  std::string grace_until;                  ///< RFC 3339 UTC: the old secret(s) are dropped then
+};
+/// New secret first; the current ones stay valid (signed with as well) for `grace` (default
+/// 24 h), then walhook run drops them. `secret` empty: generated.
+rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chrono::seconds grace,
+                             const std::string& secret = "");
+
+struct replay_filter {
+  std::optional<std::int64_t> delivery_id;
+  std::optional<std::int64_t> endpoint_id;
+  std::optional<std::string> since;  ///< timestamptz text: events created at or after
+  std::optional<std::string> until;  ///< events created before
+};
+/// Dead letters (and a disabled endpoint's pending deliveries) start over with fresh counters;
+/// of several with one merge key only the newest, none where a newer one is pending. Returns
+/// one change per endpoint touched (deliveries = how many replayed); a note if the endpoint is
+/// not active.
+std::vector<change> replay(blocking_db& db, const replay_filter& f);
+
+/// Resend one event to one endpoint, whatever happened before (delivered, dead, or no row: a
+/// first-try success with --record failed leaves none): its delivery becomes pending and due
+/// now, with the same webhook-id (the event id). Throws cli_error if the endpoint or the event
+/// (outbox row) is missing, if an attempt is in flight now, or if a newer state of the same
+/// merge key is pending (that one carries the entity's latest state).
+change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id);
+
+/// True for a UUID in its 8-4-4-4-12 hex text form, either case (walhook.outbox.id, webhook-id).
+bool is_uuid(std::string_view s);
+
+/// The whsec_ secrets' public fingerprints (never the secrets): "sha256:" + the first 12 hex
+/// digits of SHA-256 of each decoded key, space-separated, in the column's order; "" if the
+/// column does not parse.
+std::string secret_fingerprints(const std::string& secrets);
+
+/// Checks an endpoint URL like endpoint add (absolute http(s), no credentials). Throws
+/// cli_error naming --url, with the URL redacted.
+void check_url(const std::string& url);
+/// Event types with blanks trimmed. Throws cli_error on an empty one.
+std::vector<std::string> clean_event_types(const std::vector<std::string>& types);
+/// A PostgreSQL text[] literal of the items ('{"a","b"}').
+std::string pg_array_literal(const std::vector<std::string>& items);
+
+}  // namespace walhook::relay::operations

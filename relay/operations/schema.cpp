@@ -1,0 +1,154 @@
+#include "relay/operations/schema.hpp"
+
+#include "common/pg_connection.hpp"
+#include "sql/migrations.hpp"
+#include "sql/statements.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <fmt/format.h>
+
+namespace walhook::relay::operations {
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+int shard_count(blocking_db& db) {
+  return std::stoi(std::string(db.exec(std::string(sql::statements::shard_layout)).value(0, 0)));
+}
+
+/// What max_slot_wal_keep_size means for walhook's slot here, in a sentence.
+std::string wal_keep_advice(blocking_db& db) {
+  auto keep = db.exec("SELECT current_setting('max_slot_wal_keep_size')");
+  const std::string v(keep.value(0, 0));
+  if (v == "-1")
+    return "max_slot_wal_keep_size = -1: PostgreSQL keeps all WAL the slot needs, so while walhook is down the "
+           "disk can fill; set it to bound that (a slot past it is invalidated)";
+  return "max_slot_wal_keep_size = " + v + ": the slot keeps at most that much WAL; while walhook is down longer than "
+         "that lasts, PostgreSQL invalidates the slot (watch walhook_slot_wal_status and walhook_slot_safe_wal_size_bytes)";
+}
+
+void require_schema(blocking_db& db) {
+  auto r = db.exec("SELECT to_regclass('walhook.outbox') IS NOT NULL");
+  if (r.value(0, 0) != "t") throw cli_error("the walhook schema is missing: run `walhook migrate` first");
+}
+
+
+/// Creates a logical slot (pgoutput) exporting its snapshot, and reads that snapshot back as
+/// pg_snapshot text: recorded as delivered, it is what lets walhook tell after a slot loss which
+/// outbox rows the lost slot held (relay/recovery.hpp).
+exported_slot create_exported_slot(blocking_db& db, const std::string& url, const std::string& slot) {
+  blocking_db repl(url, "walhook-migrate", true);
+  auto system = repl.simple("IDENTIFY_SYSTEM");
+  auto created =
+      repl.simple(fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')", pg::quote_identifier(slot)));
+  db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  db.simple("SET TRANSACTION SNAPSHOT " + pg::quote_literal(std::string(created.value(0, 2))));
+  auto snapshot = db.exec("SELECT pg_current_snapshot()::text");
+  db.exec("COMMIT");
+  return {std::string(system.value(0, 0)), std::string(created.value(0, 1)), std::string(snapshot.value(0, 0))};
+}
+
+void migrate(const migrate_request& a, const std::function<void(const std::string&)>& say) {
+  // The migrations run on the async connection, driven to completion here.
+  asio::io_context ioc;
+  pg::connection conn(ioc.get_executor());
+  auto fut = asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<boost::system::result<sql::migrate_report>> {
+        if (auto ec = co_await conn.async_connect(a.database_url, 10s)) co_return ec;
+        co_return co_await sql::migrate(conn);
+      },
+      asio::use_future);
+  ioc.run();
+  auto report = fut.get();
+  if (!report) {
+    if (report.error() == pg::errc::connect_failed || report.error() == pg::errc::timeout)
+      throw cli_error("cannot connect to PostgreSQL: " + conn.last_error());
+    throw cli_error("migration failed: " + conn.last_error());
+  }
+  for (const auto& name : report->applied) say("applied " + name);
+  say(fmt::format("schema version {}{}", report->current_version, report->applied.empty() ? " (up to date)" : ""));
+  blocking_db db(a.database_url);
+  if (a.shard.sharded()) {
+    // The first shard migrated sets the layout; another count needs walhook reshard.
+    if (db.exec("SELECT 1 FROM walhook.slot_progress WHERE slot_name = $1 AND NOT EXISTS (SELECT 1 FROM walhook.shard_layout)",
+                pg::params{a.slot})
+            .rows() > 0)
+      throw cli_error(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
+                                  "--to {}, which loses nothing",
+                                  a.slot, a.shard.count));
+    db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO NOTHING",
+            pg::params{std::to_string(a.shard.count)});
+    if (const int shards = shard_count(db); shards != a.shard.count)
+      throw cli_error(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
+                                  shards, a.shard.count, shards, a.shard.count));
+    // The shard's row-filtered publications (relay/shard.hpp), once.
+    const auto names = shard_publications(a.shard);
+    const auto ddl = shard_publication_ddl(a.shard);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", pg::params{names[i]}).rows() > 0) continue;
+      db.exec(ddl[i]);
+      say(fmt::format("created publication {} (shard {} of {})", names[i], a.shard.index, a.shard.count));
+    }
+  }
+  if (!a.create_slot) return;
+  const int shards = shard_count(db);
+  if (!a.shard.sharded() && shards != 1) {
+    say(fmt::format("this database is split into {} shards: no unsharded slot created (use walhook migrate --shard K/{})",
+                    shards, shards));
+    return;
+  }
+  const std::string slot_name = shard_slot(a.slot, a.shard);
+  pg::params slot{slot_name};
+  // Slot names are cluster-wide: one of another database is not walhook's here.
+  auto exists = db.exec("SELECT plugin, database, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
+                        slot);
+  if (exists.rows() > 0) {
+    if (exists.value(0, 2) != "t")
+      throw cli_error(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
+                                  "give this database's walhook another --slot",
+                                  slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
+    if (exists.value(0, 0) != "pgoutput")
+      throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
+    say("replication slot " + slot_name + " exists");
+    say(wal_keep_advice(db));
+    return;
+  }
+  // A slot walhook streamed on this cluster that is gone now is an incident: `walhook run` records
+  // it and backfills what the lost slot held. Creating the slot here would hide the incident, and
+  // lose those events. A record of another cluster (a pg_dump copy, pg_upgrade) does not count:
+  // run ignores it too, so the slot is created here as on a first start.
+  std::string system_id;
+  {
+    blocking_db repl(a.database_url, "walhook-migrate", true);
+    system_id = std::string(repl.simple("IDENTIFY_SYSTEM").value(0, 0));
+  }
+  auto streamed_before = db.exec(R"sql(
+SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1 AND p.system_id = $2
+UNION ALL
+SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot')sql",
+                                 pg::params{slot_name, system_id});
+  if (streamed_before.rows() > 0) {
+    say("replication slot " + slot_name + " is missing, but walhook streamed it here before: not creating it; walhook run "
+        "recovers (it records the incident and delivers from the outbox what the lost slot held)");
+    return;
+  }
+  auto level = db.exec("SELECT current_setting('wal_level')");
+  if (level.value(0, 0) != "logical")
+    throw cli_error(fmt::format("wal_level is '{}': walhook needs wal_level = logical to create its replication slot "
+                                "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
+                                level.value(0, 0)));
+  try {
+    // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
+    auto x = create_exported_slot(db, a.database_url, slot_name);
+    db.exec(std::string(sql::statements::slot_replaced), {slot_name, x.system_id, x.consistent_point, x.snapshot, std::nullopt});
+  } catch (const cli_error& e) {
+    throw cli_error(std::string("could not create the replication slot: ") + e.what());
+  }
+  say("created replication slot " + slot_name + " (pgoutput): events published from now on are kept for walhook");
+  say(wal_keep_advice(db));
+}
+
+}  // namespace walhook::relay::operations
