@@ -8,11 +8,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace walhook;
 using namespace walhook::relay;
@@ -61,6 +63,9 @@ exported exported_names() {
 /// `walhook_relay_<room>`, prefixes such as `process_*` and file names are skipped anyway.)
 const std::set<std::string> not_metrics{"walhook_migrator", "walhook_relay", "walhook_app",       "walhook_admin",
                                         "walhook_endpoints", "walhook_args", "process_metrics"};
+/// Beginnings of CMake target names (walhook_relay_core, walhook_link_check_cli, …): not metrics.
+const std::vector<std::string> not_metric_prefixes{"walhook_relay_", "walhook_link_check", "walhook_test",
+                                                   "walhook_it_",    "walhook_options",    "walhook_bench"};
 
 /// A metric-like word of a doc and its line.
 struct named {
@@ -78,7 +83,9 @@ std::vector<named> metric_words(const std::string& text) {
     const bool placeholder = next == '<' || w.ends_with("_") ||
                              std::any_of(w.begin(), w.end(), [](unsigned char c) { return std::isupper(c); });
     const bool file_name = next == '.' && after + 1 < text.size() && std::isalpha(static_cast<unsigned char>(text[after + 1]));
-    if (placeholder || file_name || not_metrics.contains(w)) continue;
+    const bool target = std::any_of(not_metric_prefixes.begin(), not_metric_prefixes.end(),
+                                    [&](const std::string& p) { return w.starts_with(p); });
+    if (placeholder || file_name || target || not_metrics.contains(w)) continue;
     const auto line = 1 + std::count(text.begin(), text.begin() + it->position(2), '\n');
     out.push_back({w, static_cast<int>(line)});
   }
