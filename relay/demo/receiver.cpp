@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <utility>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
