@@ -2,8 +2,8 @@
 // The engine's decisions as pure functions (STYLE: "a pure core returns the caller's action"):
 // what to do with a delivery when it is admitted, and after an attempt. They read the job, the
 // endpoint, its breaker state and the time; they return what should happen, and the dispatcher's
-// apply() does it. docs/architecture.md, Rules, has them in words; tests/unit/relay/core/decisions_test.cpp has them as
-// tables.
+// apply() does it (relay/engine/dispatcher.cpp). docs/architecture.md, Rules, has them in words;
+// tests/unit/relay/core/decisions_test.cpp has them as tables.
 
 #include "delivery/breaker.hpp"
 #include "delivery/job.hpp"
@@ -91,9 +91,10 @@ struct decision {
   bool operator==(const decision&) const = default;
 };
 
-/// Decides the outcome of one attempt (docs/architecture.md, Rules): 2xx → delivered (written only for persisted
-/// jobs or --record=all; the breaker closes); 410 → dead and the endpoint disabled; 413 → dead;
-/// anything else → retry with backoff and jitter (a retired endpoint's: dead, "endpoint removed: …") (`unit_random` ∈ [0, 1)), floored by
+/// Decides the outcome of one attempt (docs/architecture.md, Rules): 2xx → delivered (written
+/// only for persisted jobs or --record=all; the breaker closes); 410 → dead and the endpoint
+/// disabled; 413 → dead; anything else → for a retired endpoint dead ("endpoint removed: …",
+/// no breaker), otherwise retry with backoff and jitter (`unit_random` ∈ [0, 1)), floored by
 /// Retry-After (which also pauses the endpoint), or dead after max_attempts / max_age; the
 /// breaker counts the failure and may pause or disable the endpoint.
 decision decide(const delivery::job& j, const endpoint& ep, const delivery::breaker_state& breaker,

@@ -50,86 +50,103 @@ std::optional<process_metrics> parse_proc_stat(std::string_view stat, long ticks
   return m;
 }
 
-std::string render_prometheus(const metrics_snapshot& s) {
+namespace {
+
+/// The text being written, with the one-sample families' shapes: each family's HELP and TYPE
+/// once, its samples after them.
+struct exposition {
   std::string out;
-  auto header = [&](const char* name, const char* type, const char* help) {
+  void header(const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", name, help, type);
-  };
-  auto counter = [&](const char* name, const char* help, std::uint64_t v) {
+  }
+  void counter(const char* name, const char* help, std::uint64_t v) {
     header(name, "counter", help);
     out += fmt::format("{} {}\n", name, v);
-  };
-  auto gauge = [&](const char* name, const char* help, double v) {
+  }
+  void gauge(const char* name, const char* help, double v) {
     header(name, "gauge", help);
     out += fmt::format("{} {}\n", name, v);
-  };
-  auto counter_d = [&](const char* name, const char* help, double v) {
+  }
+  /// A counter whose value is not a whole number (CPU seconds).
+  void counter_d(const char* name, const char* help, double v) {
     header(name, "counter", help);
     out += fmt::format("{} {}\n", name, v);
-  };
+  }
+};
+
+/// The dispatcher's counters, the engine's queues and the stream: walhook_events_total …
+/// walhook_streaming.
+void delivery_families(exposition& x, const metrics_snapshot& s) {
   const auto& d = s.delivery;
-  counter("walhook_events_total", "Outbox rows read from the slot.", s.events);
-  counter("walhook_malformed_rows_total", "Outbox rows that could not become events.", s.malformed_rows);
-  counter("walhook_attempts_total", "Delivery attempts made.", d.attempts);
-  counter("walhook_delivered_total", "Deliveries that got a 2xx.", d.delivered);
-  counter("walhook_failed_attempts_total", "Attempts that failed.", d.failed_attempts);
-  counter("walhook_dead_total", "Deliveries that ended dead.", d.dead);
-  counter("walhook_spilled_total", "Deliveries persisted as pending.", d.spilled);
-  counter("walhook_merged_total", "Deliveries replaced by a newer one with the same merge key.", d.merged);
-  counter("walhook_claimed_total", "Persisted deliveries claimed back for an attempt.", d.claimed);
-  counter("walhook_marked_sending_total",
-          "Attempts recorded as 'sending' because they ran past the hold bound (so the slot could move on).",
-          d.marked_sending);
-  counter("walhook_endpoints_disabled_total", "Endpoints disabled by walhook (410, or failing for days).",
-          d.disabled_endpoints);
-  counter("walhook_sessions_total", "Replication sessions started.", s.sessions);
-  gauge("walhook_queued", "Deliveries waiting in memory.", static_cast<double>(s.queued));
-  gauge("walhook_in_flight", "Attempts in flight.", static_cast<double>(s.in_flight));
-  gauge("walhook_slow_in_flight",
-        "Attempts in flight past the hold bound (slow or hung endpoints; their own pool, --max-slow-in-flight).",
-        static_cast<double>(s.parked));
-  gauge("walhook_state_store_backlog", "Writes waiting for the state store.", static_cast<double>(s.store_backlog));
-  counter("walhook_writes_refused_total",
-          "Delivery writes PostgreSQL refused for their data; each delivery ended dead with the reason.",
-          s.writes_refused);
-  gauge("walhook_event_bytes", "Bytes of events held in memory (budget: --max-queue-bytes).",
-        static_cast<double>(s.event_bytes));
-  gauge("walhook_streaming",
-        "1 while this instance streams the slot (the leader). A standby (0) exports its own counters, build and "
-        "process metrics, but not the series read from the database (oldest pending age, the slot's WAL): scrape "
-        "both instances.",
-        s.streaming ? 1.0 : 0.0);
-  gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).",
-        static_cast<double>(s.confirmed.value()));
-  gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
-        static_cast<double>(bytes_between(s.received, s.confirmed)));
-  gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", s.lag_seconds);
-  counter("walhook_slot_incidents_total",
-          "Replication slots found missing or invalidated and created again, with a backfill from the outbox.",
-          s.slot_incidents);
-  counter("walhook_backfilled_events_total", "Outbox rows delivered again by backfills (slot incidents, walhook recover).",
-          s.events_backfilled);
-  gauge("walhook_backfills_running", "Backfills fed whose deliveries are not all done yet.",
-        static_cast<double>(s.backfills_running));
+  x.counter("walhook_events_total", "Outbox rows read from the slot.", s.events);
+  x.counter("walhook_malformed_rows_total", "Outbox rows that could not become events.", s.malformed_rows);
+  x.counter("walhook_attempts_total", "Delivery attempts made.", d.attempts);
+  x.counter("walhook_delivered_total", "Deliveries that got a 2xx.", d.delivered);
+  x.counter("walhook_failed_attempts_total", "Attempts that failed.", d.failed_attempts);
+  x.counter("walhook_dead_total", "Deliveries that ended dead.", d.dead);
+  x.counter("walhook_spilled_total", "Deliveries persisted as pending.", d.spilled);
+  x.counter("walhook_merged_total", "Deliveries replaced by a newer one with the same merge key.", d.merged);
+  x.counter("walhook_claimed_total", "Persisted deliveries claimed back for an attempt.", d.claimed);
+  x.counter("walhook_marked_sending_total",
+            "Attempts recorded as 'sending' because they ran past the hold bound (so the slot could move on).",
+            d.marked_sending);
+  x.counter("walhook_endpoints_disabled_total", "Endpoints disabled by walhook (410, or failing for days).",
+            d.disabled_endpoints);
+  x.counter("walhook_sessions_total", "Replication sessions started.", s.sessions);
+  x.gauge("walhook_queued", "Deliveries waiting in memory.", static_cast<double>(s.queued));
+  x.gauge("walhook_in_flight", "Attempts in flight.", static_cast<double>(s.in_flight));
+  x.gauge("walhook_slow_in_flight",
+          "Attempts in flight past the hold bound (slow or hung endpoints; their own pool, --max-slow-in-flight).",
+          static_cast<double>(s.parked));
+  x.gauge("walhook_state_store_backlog", "Writes waiting for the state store.", static_cast<double>(s.store_backlog));
+  x.counter("walhook_writes_refused_total",
+            "Delivery writes PostgreSQL refused for their data; each delivery ended dead with the reason.",
+            s.writes_refused);
+  x.gauge("walhook_event_bytes", "Bytes of events held in memory (budget: --max-queue-bytes).",
+          static_cast<double>(s.event_bytes));
+  x.gauge("walhook_streaming",
+          "1 while this instance streams the slot (the leader). A standby (0) exports its own counters, build and "
+          "process metrics, but not the series read from the database (oldest pending age, the slot's WAL): scrape "
+          "both instances.",
+          s.streaming ? 1.0 : 0.0);
+}
+
+/// The slot: acknowledged position, lag, incidents and backfills, WAL retention.
+void slot_families(exposition& x, const metrics_snapshot& s) {
+  x.gauge("walhook_confirmed_lsn", "Flush LSN acknowledged to the slot (byte position).",
+          static_cast<double>(s.confirmed.value()));
+  x.gauge("walhook_slot_lag_bytes", "WAL received from the server but not yet acknowledged.",
+          static_cast<double>(bytes_between(s.received, s.confirmed)));
+  x.gauge("walhook_slot_lag_seconds", "How long the oldest unacknowledged transaction has waited.", s.lag_seconds);
+  x.counter("walhook_slot_incidents_total",
+            "Replication slots found missing or invalidated and created again, with a backfill from the outbox.",
+            s.slot_incidents);
+  x.counter("walhook_backfilled_events_total", "Outbox rows delivered again by backfills (slot incidents, walhook recover).",
+            s.events_backfilled);
+  x.gauge("walhook_backfills_running", "Backfills fed whose deliveries are not all done yet.",
+          static_cast<double>(s.backfills_running));
   // Early warning before PostgreSQL invalidates the slot (max_slot_wal_keep_size) or fills the disk.
   if (s.slot_wal_status) {
-    header("walhook_slot_wal_status", "gauge",
-           "1 for the slot's wal_status (pg_replication_slots): reserved, extended, unreserved (at risk), lost.");
+    x.header("walhook_slot_wal_status", "gauge",
+             "1 for the slot's wal_status (pg_replication_slots): reserved, extended, unreserved (at risk), lost.");
     for (const char* status : {"reserved", "extended", "unreserved", "lost"})
-      out += fmt::format("walhook_slot_wal_status{{status=\"{}\"}} {}\n", status, *s.slot_wal_status == status ? 1 : 0);
+      x.out += fmt::format("walhook_slot_wal_status{{status=\"{}\"}} {}\n", status, *s.slot_wal_status == status ? 1 : 0);
   }
   if (s.slot_retained_bytes)
-    gauge("walhook_slot_retained_wal_bytes", "WAL PostgreSQL keeps for the slot (restart_lsn to now).",
-          static_cast<double>(*s.slot_retained_bytes));
+    x.gauge("walhook_slot_retained_wal_bytes", "WAL PostgreSQL keeps for the slot (restart_lsn to now).",
+            static_cast<double>(*s.slot_retained_bytes));
   if (s.slot_safe_wal_size)
-    gauge("walhook_slot_safe_wal_size_bytes",
-          "WAL that can still be written before the slot is at risk of invalidation (max_slot_wal_keep_size).",
-          static_cast<double>(*s.slot_safe_wal_size));
+    x.gauge("walhook_slot_safe_wal_size_bytes",
+            "WAL that can still be written before the slot is at risk of invalidation (max_slot_wal_keep_size).",
+            static_cast<double>(*s.slot_safe_wal_size));
+}
 
-  header("walhook_attempt_duration_seconds", "histogram",
-         "Duration of delivery attempts, by outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, "
-         "network, protocol, cancelled, other; only the classes seen). Not by endpoint: at most 13 series sets. "
-         "All attempts: sum without (outcome).");
+/// walhook_attempt_duration_seconds: one histogram per outcome class seen.
+void attempt_duration_family(exposition& x, const dispatcher_stats& d) {
+  x.header("walhook_attempt_duration_seconds", "histogram",
+           "Duration of delivery attempts, by outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, "
+           "network, protocol, cancelled, other; only the classes seen). Not by endpoint: at most 13 series sets. "
+           "All attempts: sum without (outcome).");
   for (auto cls : delivery::all_outcome_classes) {
     const auto& h = d.latency[static_cast<std::size_t>(cls)];
     const auto count = h.count();
@@ -138,63 +155,80 @@ std::string render_prometheus(const metrics_snapshot& s) {
     std::uint64_t cumulative = 0;
     for (std::size_t i = 0; i < latency_histogram::bounds.size(); ++i) {
       cumulative += h.counts[i];
-      out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"{}\"}} {}\n", outcome,
-                         latency_histogram::bounds[i], cumulative);
+      x.out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"{}\"}} {}\n", outcome,
+                           latency_histogram::bounds[i], cumulative);
     }
-    out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"+Inf\"}} {}\n", outcome, count);
-    out += fmt::format("walhook_attempt_duration_seconds_sum{{outcome=\"{0}\"}} {1}\n"
-                       "walhook_attempt_duration_seconds_count{{outcome=\"{0}\"}} {2}\n",
-                       outcome, h.sum_s, count);
+    x.out += fmt::format("walhook_attempt_duration_seconds_bucket{{outcome=\"{}\",le=\"+Inf\"}} {}\n", outcome, count);
+    x.out += fmt::format("walhook_attempt_duration_seconds_sum{{outcome=\"{0}\"}} {1}\n"
+                         "walhook_attempt_duration_seconds_count{{outcome=\"{0}\"}} {2}\n",
+                         outcome, h.sum_s, count);
   }
+}
 
-  header("walhook_endpoint_queued", "gauge", "Deliveries waiting in memory, per endpoint.");
-  for (const auto& e : s.endpoints) out += fmt::format("walhook_endpoint_queued{{endpoint=\"{}\"}} {}\n", e.id, e.queued);
-  header("walhook_endpoint_in_flight", "gauge", "Attempts in flight, per endpoint.");
+/// The endpoint-labelled families (walhook_endpoint_*).
+void endpoint_families(exposition& x, const metrics_snapshot& s) {
+  x.header("walhook_endpoint_queued", "gauge", "Deliveries waiting in memory, per endpoint.");
+  for (const auto& e : s.endpoints) x.out += fmt::format("walhook_endpoint_queued{{endpoint=\"{}\"}} {}\n", e.id, e.queued);
+  x.header("walhook_endpoint_in_flight", "gauge", "Attempts in flight, per endpoint.");
   for (const auto& e : s.endpoints)
-    out += fmt::format("walhook_endpoint_in_flight{{endpoint=\"{}\"}} {}\n", e.id, e.in_flight);
+    x.out += fmt::format("walhook_endpoint_in_flight{{endpoint=\"{}\"}} {}\n", e.id, e.in_flight);
   // Counted by this process since it started (a standby's are its own: scrape both instances).
-  header("walhook_endpoint_attempts_total", "counter",
-         "Delivery attempts by this process, per endpoint and outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, "
-         "tls, ssrf, dns, network, protocol, cancelled, other). A series appears once non-zero: at most endpoints "
-         "x 13 classes; a removed endpoint's series go.");
+  x.header("walhook_endpoint_attempts_total", "counter",
+           "Delivery attempts by this process, per endpoint and outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, "
+           "tls, ssrf, dns, network, protocol, cancelled, other). A series appears once non-zero: at most endpoints "
+           "x 13 classes; a removed endpoint's series go.");
   for (const auto& e : s.endpoints)
     for (auto cls : delivery::all_outcome_classes)
       if (auto n = e.counters.attempts[static_cast<std::size_t>(cls)])
-        out += fmt::format("walhook_endpoint_attempts_total{{endpoint=\"{}\",outcome=\"{}\"}} {}\n", e.id,
-                           delivery::to_string(cls), n);
-  header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
+        x.out += fmt::format("walhook_endpoint_attempts_total{{endpoint=\"{}\",outcome=\"{}\"}} {}\n", e.id,
+                             delivery::to_string(cls), n);
+  x.header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
   for (const auto& e : s.endpoints)
-    out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
-  header("walhook_endpoint_dead_total", "counter",
-         "Deliveries that ended dead, per endpoint, for any reason (attempts or time used up, a 4xx, payload too "
-         "large, endpoint removed, ...).");
+    x.out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
+  x.header("walhook_endpoint_dead_total", "counter",
+           "Deliveries that ended dead, per endpoint, for any reason (attempts or time used up, a 4xx, payload too "
+           "large, endpoint removed, ...).");
   for (const auto& e : s.endpoints)
-    out += fmt::format("walhook_endpoint_dead_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.dead);
+    x.out += fmt::format("walhook_endpoint_dead_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.dead);
   // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
   // Read from the database, so only the leader exports it (a standby would repeat the leader's).
   if (s.streaming) {
-    header("walhook_endpoint_oldest_pending_age_seconds", "gauge",
-           "Age of the oldest event not yet delivered to the endpoint (persisted deliveries). Only the instance "
-           "that streams the slot exports it.");
+    x.header("walhook_endpoint_oldest_pending_age_seconds", "gauge",
+             "Age of the oldest event not yet delivered to the endpoint (persisted deliveries). Only the instance "
+             "that streams the slot exports it.");
     for (const auto& e : s.endpoints)
       if (e.oldest_pending_age_s)
-        out += fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}} {}\n", e.id,
-                           *e.oldest_pending_age_s);
+        x.out += fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}} {}\n", e.id,
+                             *e.oldest_pending_age_s);
   }
+}
 
-  header("walhook_build_info", "gauge", "Always 1; the labels say which walhook this is (version, git commit).");
-  out += fmt::format("walhook_build_info{{version=\"{}\",commit=\"{}\"}} 1\n", escape_label_value(s.version),
-                     escape_label_value(s.commit));
+/// walhook_build_info and the standard process_* metrics.
+void build_and_process_families(exposition& x, const metrics_snapshot& s) {
+  x.header("walhook_build_info", "gauge", "Always 1; the labels say which walhook this is (version, git commit).");
+  x.out += fmt::format("walhook_build_info{{version=\"{}\",commit=\"{}\"}} 1\n", escape_label_value(s.version),
+                       escape_label_value(s.commit));
   if (const auto& p = s.process) {
-    counter_d("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", p->cpu_seconds);
-    gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p->resident_bytes);
-    gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p->virtual_bytes);
-    gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-          p->start_time_seconds);
-    if (p->open_fds) gauge("process_open_fds", "Number of open file descriptors.", *p->open_fds);
-    if (p->max_fds) gauge("process_max_fds", "Maximum number of open file descriptors.", *p->max_fds);
+    x.counter_d("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", p->cpu_seconds);
+    x.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p->resident_bytes);
+    x.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p->virtual_bytes);
+    x.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+            p->start_time_seconds);
+    if (p->open_fds) x.gauge("process_open_fds", "Number of open file descriptors.", *p->open_fds);
+    if (p->max_fds) x.gauge("process_max_fds", "Maximum number of open file descriptors.", *p->max_fds);
   }
-  return out;
+}
+
+}  // namespace
+
+std::string render_prometheus(const metrics_snapshot& s) {
+  exposition x;
+  delivery_families(x, s);
+  slot_families(x, s);
+  attempt_duration_family(x, s.delivery);
+  endpoint_families(x, s);
+  build_and_process_families(x, s);
+  return std::move(x.out);
 }
 
 }  // namespace walhook::relay

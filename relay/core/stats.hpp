@@ -44,7 +44,7 @@ struct dispatcher_stats {
   std::array<latency_histogram, delivery::all_outcome_classes.size()> latency{};
   /// Per endpoint in the directory (only those that had an attempt or a delivery ended).
   std::map<std::int64_t, endpoint_counters> endpoints;
-  std::uint64_t notifications = 0;      ///< outbox rows walhook published (relay/notifications.hpp)
+  std::uint64_t notifications = 0;      ///< outbox rows walhook published (relay/core/notifications.hpp)
 };
 
 }  // namespace walhook::relay

@@ -1,7 +1,7 @@
 #pragma once
 // Which walhook this is, for `walhook --version` and walhook_build_info: the version is the one
 // in the top CMakeLists.txt's project(VERSION), the commit the git short SHA the build was
-// configured at. relay/CMakeLists.txt generates the definitions (version.cpp in the build tree).
+// configured at. relay/core/CMakeLists.txt generates the definitions (version.cpp in the build tree).
 
 #include <string_view>
 

@@ -65,6 +65,122 @@ std::vector<sample> samples(int n) {
   return out;
 }
 
+/// Creates the demo's endpoints in walhook.endpoints (ids and secrets filled in), each on a path
+/// of the receiver that verifies its signatures, and prints them.
+void create_endpoints(const std::string& database_url, receiver& rcv, std::vector<demo_endpoint>& eps) {
+  blocking_db db(database_url);
+  for (auto& e : eps) {
+    e.secret = delivery::generate_secret();
+    std::string types = "{";
+    for (std::size_t i = 0; i < e.event_types.size(); ++i) types += (i ? "," : "") + e.event_types[i];
+    types += "}";
+    pg::params p{e.tenant, rcv.url(e.path), e.secret,
+                 e.event_types.empty() ? std::nullopt : std::optional<std::string>(types)};
+    auto r = db.exec(
+        "INSERT INTO walhook.endpoints (tenant_id, url, secret, event_types) VALUES ($1, $2, $3, $4::text[]) RETURNING id",
+        p);
+    e.id = std::stoll(std::string(r.value(0, 0)));
+    receiver_behaviour b;
+    b.keys = *delivery::parse_secrets(e.secret);
+    rcv.set_behaviour(e.path, b);
+    std::cout << fmt::format("  endpoint {}  tenant {:<7} {:<34} {}\n", e.id, e.tenant, rcv.url(e.path),
+                             e.event_types.empty() ? "all event types" : e.event_types[0]);
+  }
+}
+
+/// The deliveries the samples make: one to each endpoint of the event's tenant subscribed to its type.
+std::size_t expected_deliveries(const std::vector<sample>& events, const std::vector<demo_endpoint>& eps) {
+  std::size_t expected = 0;
+  for (const auto& s : events)
+    for (const auto& e : eps)
+      if (e.tenant == s.tenant && (e.event_types.empty() || std::find(e.event_types.begin(), e.event_types.end(), s.type) != e.event_types.end()))
+        ++expected;
+  return expected;
+}
+
+/// What the receiver got, shared by the receiver's executor and the sender thread (under `mutex`).
+struct tally {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<std::string, std::chrono::system_clock::time_point> committed_at;  ///< event id → COMMIT (sender's clock)
+  std::vector<double> latencies_ms;  ///< COMMIT to receipt, of the requests whose COMMIT is known
+  std::size_t valid = 0, received = 0;
+
+  /// One request: counted, printed with its latency after COMMIT.
+  void on_request(const received_request& r) {
+    std::lock_guard lock(mutex);
+    ++received;
+    if (r.signature_valid) ++valid;
+    auto at = std::chrono::system_clock::time_point{std::chrono::microseconds{r.received_at_us}};
+    std::string latency = "?";
+    auto c = committed_at.find(r.webhook_id);
+    if (c != committed_at.end()) {
+      double ms = std::chrono::duration<double, std::milli>(at - c->second).count();
+      latencies_ms.push_back(ms);
+      latency = fmt::format("{:.1f} ms", ms);
+    }
+    std::string type = "?";
+    auto t = r.body.find("\"type\":\"");
+    if (t != std::string::npos) type = r.body.substr(t + 8, r.body.find('"', t + 8) - t - 8);
+    std::cout << fmt::format("  received  {:<15} {:<15} {}  signature {}  {:>9} after COMMIT\n", r.path.substr(1), type,
+                             r.webhook_id.substr(0, 8), r.signature_valid ? "valid  " : "INVALID", latency)
+              << std::flush;
+    cv.notify_all();
+  }
+};
+
+/// The sender thread: waits until walhook streams the slot, commits the sample events one by one
+/// the way an application writes its outbox row in the same transaction as its business change,
+/// waits for their deliveries (20 s at most) and prints the summary; with `hold`, then waits for
+/// `stop`. Returns the exit code: 0 if every delivery arrived with a valid signature.
+int send_samples(const std::string& database_url, const std::vector<sample>& events, std::size_t expected, bool hold,
+                 tally& got, const std::atomic<bool>& stop) {
+  int exit_code = 1;
+  try {
+    blocking_db db(database_url, "walhook-demo-app");
+    for (int i = 0; i < 200 && !stop; ++i) {
+      if (db.exec("SELECT active FROM pg_replication_slots WHERE slot_name = 'walhook'").value(0, 0) == "t") break;
+      std::this_thread::sleep_for(50ms);
+    }
+    std::cout << "\n  walhook is streaming the slot; committing " << events.size() << " sample events ...\n\n"
+              << std::flush;
+    for (const auto& s : events) {
+      if (stop) break;
+      db.exec("BEGIN");
+      pg::params p{s.tenant, s.type, s.data};
+      auto r = db.exec("SELECT walhook.publish($1, $2, $3::jsonb)", p);
+      std::string id(r.value(0, 0));
+      {
+        std::lock_guard lock(got.mutex);
+        got.committed_at[id] = std::chrono::system_clock::now();
+      }
+      db.exec("COMMIT");
+      std::this_thread::sleep_for(150ms);
+    }
+    std::unique_lock lock(got.mutex);
+    got.cv.wait_for(lock, 20s, [&] { return got.received >= expected || stop; });
+    std::vector<double> sorted = got.latencies_ms;
+    std::sort(sorted.begin(), sorted.end());
+    double p50 = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    double max = sorted.empty() ? 0 : sorted.back();
+    std::cout << fmt::format("\n  {} events committed → {} of {} deliveries received, {} signatures valid; "
+                             "latency after COMMIT p50 {:.1f} ms, max {:.1f} ms\n",
+                             events.size(), got.received, expected, got.valid, p50, max);
+    exit_code = (got.received >= expected && got.valid == got.received) ? 0 : 1;
+    if (hold && !stop) {
+      std::cout << fmt::format("\n  still running; publish more from another terminal, e.g.\n"
+                               "    walhook send --database-url {} --tenant acme --type order.created --data '{{\"order_id\": \"A-2\"}}'\n"
+                               "  Ctrl-C stops walhook and removes the database.\n",
+                               database_url)
+                << std::flush;
+      got.cv.wait(lock, [&] { return stop.load(); });
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "walhook demo: " << e.what() << "\n";
+  }
+  return exit_code;
+}
+
 }  // namespace
 
 int cmd_demo(const demo_args& a) {
@@ -85,26 +201,7 @@ int cmd_demo(const demo_args& a) {
       {"acme", "/acme/billing", {"invoice.paid"}, "", 0},
       {"globex", "/globex/hooks", {}, "", 0},
   };
-  {
-    blocking_db db(pg.url());
-    for (auto& e : eps) {
-      e.secret = delivery::generate_secret();
-      std::string types = "{";
-      for (std::size_t i = 0; i < e.event_types.size(); ++i) types += (i ? "," : "") + e.event_types[i];
-      types += "}";
-      pg::params p{e.tenant, rcv.url(e.path), e.secret,
-                   e.event_types.empty() ? std::nullopt : std::optional<std::string>(types)};
-      auto r = db.exec(
-          "INSERT INTO walhook.endpoints (tenant_id, url, secret, event_types) VALUES ($1, $2, $3, $4::text[]) RETURNING id",
-          p);
-      e.id = std::stoll(std::string(r.value(0, 0)));
-      receiver_behaviour b;
-      b.keys = *delivery::parse_secrets(e.secret);
-      rcv.set_behaviour(e.path, b);
-      std::cout << fmt::format("  endpoint {}  tenant {:<7} {:<34} {}\n", e.id, e.tenant, rcv.url(e.path),
-                               e.event_types.empty() ? "all event types" : e.event_types[0]);
-    }
-  }
+  create_endpoints(pg.url(), rcv, eps);
 
   run_options options;
   options.database_url = pg.url();
@@ -124,33 +221,8 @@ int cmd_demo(const demo_args& a) {
     }
   }
 
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::map<std::string, std::chrono::system_clock::time_point> committed_at;
-  std::map<std::string, std::string> tenant_of;
-  std::vector<double> latencies_ms;
-  std::size_t valid = 0, received = 0;
-
-  rcv.on_request([&](const received_request& r) {
-    std::lock_guard lock(mutex);
-    ++received;
-    if (r.signature_valid) ++valid;
-    auto at = std::chrono::system_clock::time_point{std::chrono::microseconds{r.received_at_us}};
-    std::string latency = "?";
-    auto c = committed_at.find(r.webhook_id);
-    if (c != committed_at.end()) {
-      double ms = std::chrono::duration<double, std::milli>(at - c->second).count();
-      latencies_ms.push_back(ms);
-      latency = fmt::format("{:.1f} ms", ms);
-    }
-    std::string type = "?";
-    auto t = r.body.find("\"type\":\"");
-    if (t != std::string::npos) type = r.body.substr(t + 8, r.body.find('"', t + 8) - t - 8);
-    std::cout << fmt::format("  received  {:<15} {:<15} {}  signature {}  {:>9} after COMMIT\n", r.path.substr(1), type,
-                             r.webhook_id.substr(0, 8), r.signature_valid ? "valid  " : "INVALID", latency)
-              << std::flush;
-    cv.notify_all();
-  });
+  tally got;
+  rcv.on_request([&got](const received_request& r) { got.on_request(r); });
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
@@ -165,65 +237,16 @@ int cmd_demo(const demo_args& a) {
   });
 
   std::atomic<bool> stop_sender{false};
-  std::size_t expected = 0;
   auto events = samples(a.events);
-  for (const auto& s : events)
-    for (const auto& e : eps)
-      if (e.tenant == s.tenant && (e.event_types.empty() || std::find(e.event_types.begin(), e.event_types.end(), s.type) != e.event_types.end()))
-        ++expected;
-
+  const std::size_t expected = expected_deliveries(events, eps);
   std::thread sender([&] {
-    try {
-      blocking_db db(pg.url(), "walhook-demo-app");
-      // Wait until walhook streams the slot, then commit the sample events one by one, the way an
-      // application writes its outbox row in the same transaction as its business change.
-      for (int i = 0; i < 200 && !stop_sender; ++i) {
-        if (db.exec("SELECT active FROM pg_replication_slots WHERE slot_name = 'walhook'").value(0, 0) == "t") break;
-        std::this_thread::sleep_for(50ms);
-      }
-      std::cout << "\n  walhook is streaming the slot; committing " << events.size() << " sample events ...\n\n"
-                << std::flush;
-      for (const auto& s : events) {
-        if (stop_sender) break;
-        db.exec("BEGIN");
-        pg::params p{s.tenant, s.type, s.data};
-        auto r = db.exec("SELECT walhook.publish($1, $2, $3::jsonb)", p);
-        std::string id(r.value(0, 0));
-        {
-          std::lock_guard lock(mutex);
-          committed_at[id] = std::chrono::system_clock::now();
-          tenant_of[id] = s.tenant;
-        }
-        db.exec("COMMIT");
-        std::this_thread::sleep_for(150ms);
-      }
-      std::unique_lock lock(mutex);
-      cv.wait_for(lock, 20s, [&] { return received >= expected || stop_sender; });
-      std::vector<double> sorted = latencies_ms;
-      std::sort(sorted.begin(), sorted.end());
-      double p50 = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-      double max = sorted.empty() ? 0 : sorted.back();
-      std::cout << fmt::format("\n  {} events committed → {} of {} deliveries received, {} signatures valid; "
-                               "latency after COMMIT p50 {:.1f} ms, max {:.1f} ms\n",
-                               events.size(), received, expected, valid, p50, max);
-      exit_code = (received >= expected && valid == received) ? 0 : 1;
-      if (a.hold && !stop_sender) {
-        std::cout << fmt::format("\n  still running; publish more from another terminal, e.g.\n"
-                                 "    walhook send --database-url {} --tenant acme --type order.created --data '{{\"order_id\": \"A-2\"}}'\n"
-                                 "  Ctrl-C stops walhook and removes the database.\n",
-                                 pg.url())
-                  << std::flush;
-        cv.wait(lock, [&] { return stop_sender.load(); });
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "walhook demo: " << e.what() << "\n";
-    }
+    exit_code = send_samples(pg.url(), events, expected, a.hold, got, stop_sender);
     asio::post(ioc, [&] { relay.request_stop(); });
   });
 
   ioc.run();
   stop_sender = true;
-  cv.notify_all();
+  got.cv.notify_all();
   sender.join();
   std::cout << "  walhook stopped; removing the throwaway PostgreSQL\n";
   return exit_code;

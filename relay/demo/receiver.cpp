@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <utility>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
@@ -72,6 +73,8 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
     }
   }
 
+  /// One connection: requests read, recorded and answered as their path's behaviour says, until
+  /// the peer closes, a request is not answered, or one without keep-alive was.
   asio::awaitable<void> serve(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
     beast::flat_buffer buffer;
@@ -82,29 +85,9 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
       if (ec) co_return;
       auto req = parser.release();
       std::int64_t at = std::chrono::duration_cast<std::chrono::microseconds>(system_now().time_since_epoch()).count();
-      std::string path(req.target());
       received_request rec;
-      receiver_behaviour b;
-      unsigned status = 200;
-      {
-        std::lock_guard lock(mutex);
-        auto& p = paths[path];
-        b = p.behaviour;
-        ++p.in_flight;
-        ++p.count;
-        ++total;
-        p.max_in_flight = std::max(p.max_in_flight, p.in_flight);
-        rec.concurrent = p.in_flight;
-        std::size_t index = p.served++;
-        status = index < b.script.size() ? b.script[index] : b.status;
-        if (b.error_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < b.error_rate) status = 500;
-        if (!b.fail_marker.empty() && req.body().find(b.fail_marker) != std::string::npos &&
-            p.marker_failures < b.fail_times) {
-          ++p.marker_failures;
-          status = b.fail_status;
-        }
-      }
-      rec.path = path;
+      rec.path = std::string(req.target());
+      auto [b, status] = begin_request(rec.path, req.body(), rec);
       rec.received_at_us = at;
       rec.webhook_id = std::string(req["webhook-id"]);
       rec.webhook_timestamp = std::string(req["webhook-timestamp"]);
@@ -113,45 +96,77 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
         rec.signature_valid = delivery::verify(b.keys, rec.webhook_id, rec.webhook_timestamp, req.body(), rec.webhook_signature);
       bool keep_alive = req.keep_alive();
       if (keep_bodies) rec.body = std::move(req.body());
-
-      bool answered = false;
-      if (b.never_answer) {
-        // Wakes when the peer closes (read fails) or stop() closes the socket.
-        auto [rec_ec, rn] = co_await stream->async_read_some(buffer.prepare(1), tuple_awaitable);
-        (void)rec_ec;
-        (void)rn;
-      } else {
-        if (b.delay.count() > 0) {
-          asio::steady_timer t(executor, b.delay);
-          co_await t.async_wait(tuple_awaitable);
-        }
-        http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
-        res.set(http::field::server, "walhook-receiver");
-        res.set(http::field::content_type, "text/plain");
-        if (status >= 300 && !b.retry_after.empty()) res.set(http::field::retry_after, b.retry_after);
-        if (status >= 300 && status < 400 && !b.location.empty()) res.set(http::field::location, b.location);
-        res.body() = status < 300 ? "ok" : "error";
-        res.keep_alive(keep_alive);
-        res.prepare_payload();
-        auto [wec, wn] = co_await http::async_write(*stream, res, tuple_awaitable);
-        answered = !wec;
-        if (wec) keep_alive = false;
-      }
+      const bool answered = co_await answer(*stream, buffer, req.version(), b, status, keep_alive);
       rec.status = answered ? status : 0;
-      std::function<void(const received_request&)> cb;
-      {
-        std::lock_guard lock(mutex);
-        --paths[path].in_flight;
-        cb = callback;
-        log.push_back(rec);
-      }
-      if (cb) cb(rec);
+      end_request(rec);
       if (!keep_alive || !answered) {
         beast::error_code ignored;
         stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
         co_return;
       }
     }
+  }
+
+  /// A request on `path` arrives: counted (rec.concurrent set), and answered with which status —
+  /// the behaviour's script, its error rate, its fail marker in `body`. Returns the behaviour too.
+  std::pair<receiver_behaviour, unsigned> begin_request(const std::string& path, const std::string& body,
+                                                        received_request& rec) {
+    std::lock_guard lock(mutex);
+    auto& p = paths[path];
+    receiver_behaviour b = p.behaviour;
+    ++p.in_flight;
+    ++p.count;
+    ++total;
+    p.max_in_flight = std::max(p.max_in_flight, p.in_flight);
+    rec.concurrent = p.in_flight;
+    std::size_t index = p.served++;
+    unsigned status = index < b.script.size() ? b.script[index] : b.status;
+    if (b.error_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < b.error_rate) status = 500;
+    if (!b.fail_marker.empty() && body.find(b.fail_marker) != std::string::npos && p.marker_failures < b.fail_times) {
+      ++p.marker_failures;
+      status = b.fail_status;
+    }
+    return {std::move(b), status};
+  }
+
+  /// Answers with `status` after the behaviour's delay — or never (until the peer closes or stop()
+  /// closes the socket). Returns whether the answer was written; a failed write ends keep-alive.
+  asio::awaitable<bool> answer(beast::tcp_stream& stream, beast::flat_buffer& buffer, unsigned version,
+                               const receiver_behaviour& b, unsigned status, bool& keep_alive) {
+    if (b.never_answer) {
+      // Wakes when the peer closes (read fails) or stop() closes the socket.
+      auto [rec_ec, rn] = co_await stream.async_read_some(buffer.prepare(1), tuple_awaitable);
+      (void)rec_ec;
+      (void)rn;
+      co_return false;
+    }
+    if (b.delay.count() > 0) {
+      asio::steady_timer t(executor, b.delay);
+      co_await t.async_wait(tuple_awaitable);
+    }
+    http::response<http::string_body> res{static_cast<http::status>(status), version};
+    res.set(http::field::server, "walhook-receiver");
+    res.set(http::field::content_type, "text/plain");
+    if (status >= 300 && !b.retry_after.empty()) res.set(http::field::retry_after, b.retry_after);
+    if (status >= 300 && status < 400 && !b.location.empty()) res.set(http::field::location, b.location);
+    res.body() = status < 300 ? "ok" : "error";
+    res.keep_alive(keep_alive);
+    res.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
+    if (wec) keep_alive = false;
+    co_return !wec;
+  }
+
+  /// The request is done (answered or not): recorded, and the on_request callback called.
+  void end_request(const received_request& rec) {
+    std::function<void(const received_request&)> cb;
+    {
+      std::lock_guard lock(mutex);
+      --paths[rec.path].in_flight;
+      cb = callback;
+      log.push_back(rec);
+    }
+    if (cb) cb(rec);
   }
 };
 

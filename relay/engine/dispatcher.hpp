@@ -6,10 +6,14 @@
 // running past the hold bound is recorded as 'sending' so its ticket can go; a stalled endpoint's
 // queued work goes to PostgreSQL.
 //
-// Every decision is a pure function (relay/core/decisions.hpp, relay/core/backlog.hpp); apply() is the
-// only code here that touches the store, the tracker and the scheduler. The I/O seams are
-// sql::store, delivery::transport and clock_source, so tests/unit/relay/engine/dispatcher_test.cpp
-// drives all of it with fakes and a manual clock, without sleeping.
+// Every decision is a pure function (relay/core/decisions.hpp, relay/core/backlog.hpp); apply()
+// and the writes it makes are the only code here that writes to the store, releases LSN tickets
+// or queues work in the scheduler. One class in four files: relay/engine/dispatcher.cpp (apply,
+// sessions, the stop), dispatcher_admission.cpp, dispatcher_attempts.cpp, dispatcher_claims.cpp
+// (back-pressure, sweeps, claims) — each of the others reads state, takes jobs out of the
+// scheduler and hands what it decided to apply(). The I/O seams are sql::store,
+// delivery::transport and clock_source, so tests/unit/relay/engine/dispatcher_test.cpp drives all
+// of it with fakes and a manual clock, without sleeping.
 //
 // Thread affinity: one executor; every call from it.
 
@@ -159,7 +163,8 @@ class dispatcher {
  private:
   struct running;
 
-  // apply(): the only code that touches the store, the tracker and the scheduler.
+  // apply() and the writes it makes (dispatcher.cpp): the only code that writes to the store,
+  // releases LSN tickets or queues work in the scheduler.
   void apply(delivery::job j, const admission& a);
   void apply(delivery::job j, const decision& d);
   void queue(delivery::job j);
@@ -177,16 +182,21 @@ class dispatcher {
   endpoint_counters* counters_of(std::int64_t endpoint_id);
   /// Queues the outbox rows of `n` (right behind the write that caused it: the same transaction).
   void publish(const notice& n);
+  /// Writes the streamed removals whose endpoints' work is done in memory, in stream order; each
+  /// one's ticket goes once that is durable.
+  void finish_removals();
+  void own(const sql::delivery_key& k);
+  void disown(const sql::delivery_key& k);
 
+  // dispatcher_admission.cpp
   void admit_job(delivery::job j);
   void admit_claimed(sql::claimed_delivery c);
+  // dispatcher_attempts.cpp
   void dispatch();
   boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
   endpoint_load load_of(std::int64_t id) const;
   void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
-  void own(const sql::delivery_key& k);
-  void disown(const sql::delivery_key& k);
-  void finish_removals();
+  // dispatcher_claims.cpp
   boost::asio::awaitable<void> sweep_loop();
   boost::asio::awaitable<void> claim_loop();
 

@@ -162,16 +162,6 @@ struct engine::impl {
   }
   std::string start_step;  ///< what start_session() is reading from the database, "" once streaming
 
-  /// walhook.endpoints as of the slot's position (removed endpoints whose removal the slot has not
-  /// streamed yet included) into the directory.
-  asio::awaitable<error_code> load_endpoints() {
-    auto table = co_await store.load_endpoints();
-    if (!table) co_return table.error();
-    for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
-      deliveries.endpoint_changed(c);
-    co_return error_code{};
-  }
-
   /// Everything a session needs from the database, then START_REPLICATION.
   asio::awaitable<error_code> start_session() {
     deliveries.end_session();
@@ -184,8 +174,38 @@ struct engine::impl {
       log::error("replication.start_failed", {{"error", stream.last_error()}});
       co_return opened;
     }
-    // A walhook of another layout (one that waited as a standby through `walhook reshard`) would
-    // deliver a second time what the current shards deliver: it stops instead.
+    if (auto ec = co_await check_shard_layout()) co_return ec;
+    start_step = "replace the replication slot";
+    if (auto ec = co_await recovery.prepare_slot(opened)) co_return ec;
+    if (auto start = recovery.created_at()) {
+      // A new slot starts a new history: nothing acknowledged to the old one carries over.
+      tracker.restart_at(*start);
+      progress_recorded = *start;
+      // Removals before the new slot's start are never streamed: their copies go.
+      (void)co_await store.clear_removed_endpoints();
+    }
+    auto with_backlog = co_await load_session_state();
+    if (!with_backlog) co_return with_backlog.error();
+    start_step.clear();  // the stream logs its own failures
+    if (auto ec = co_await start_replication()) co_return ec;
+    deliveries.start_session(*with_backlog);
+    // Backfills after a slot loss go first: each endpoint gets those older events before the
+    // new slot's. The stream waits unread meanwhile (its status updates go on).
+    start_step = "backfill from the outbox";
+    if (auto ec = co_await recovery.feed(true, [this] { return !stopping; })) co_return ec;
+    log::info("replication.streaming", {{"slot", options.slot},
+                                        {"start_lsn", stream.info().start.to_string()},
+                                        {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
+                                        {"slot_created", stream.info().slot_created},
+                                        {"endpoints", static_cast<std::uint64_t>(directory.size())},
+                                        {"endpoints_with_backlog",
+                                         static_cast<std::uint64_t>(deliveries.backlog().endpoints().size())}});
+    co_return error_code{};
+  }
+
+  /// A walhook of another layout (one that waited as a standby through `walhook reshard`) would
+  /// deliver a second time what the current shards deliver: it stops instead (exit code 1).
+  asio::awaitable<error_code> check_shard_layout() {
     start_step = "check the shard layout";
     auto shards = co_await store.shard_count();
     if (!shards) co_return shards.error();
@@ -197,23 +217,26 @@ struct engine::impl {
       request_stop_from_inside();
       co_return error_code(pg::errc::cancelled);
     }
-    start_step = "replace the replication slot";
-    if (auto ec = co_await recovery.prepare_slot(opened)) co_return ec;
-    if (auto start = recovery.created_at()) {
-      // A new slot starts a new history: nothing acknowledged to the old one carries over.
-      tracker.restart_at(*start);
-      progress_recorded = *start;
-      // Removals before the new slot's start are never streamed: their copies go.
-      (void)co_await store.clear_removed_endpoints();
-    }
+    co_return error_code{};
+  }
+
+  /// Once the slot is there: stale 'sending' rows reset, endpoints and breaker states loaded, the
+  /// slot's retention checked, the stream told walhook's record of the acknowledged position.
+  /// Returns the endpoints (of this shard) with rows in walhook.deliveries.
+  asio::awaitable<boost::system::result<std::vector<std::int64_t>>> load_session_state() {
     // 'sending' rows of a process that died (ours before a crash, or the instance we took over
     // from) go back to pending; this process's own attempts are left alone.
     start_step = "reset 'sending' rows";
     auto reset = co_await store.reset_stale_sending(0s, deliveries.owned());
     if (!reset) co_return reset.error();
     if (*reset > 0) log::info("deliveries.sending_reset", {{"rows", static_cast<std::int64_t>(*reset)}});
+    // walhook.endpoints as of the slot's position (removed endpoints whose removal the slot has
+    // not streamed yet included) into the directory.
     start_step = "load endpoints";
-    if (auto ec = co_await load_endpoints()) co_return ec;
+    auto table = co_await store.load_endpoints();
+    if (!table) co_return table.error();
+    for (const auto& c : directory.replace_all(endpoints_from_table(table->columns, table->rows)))
+      deliveries.endpoint_changed(c);
     start_step = "load endpoint health";
     auto health = co_await store.load_health();
     if (!health) co_return health.error();
@@ -237,13 +260,16 @@ struct engine::impl {
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
     stream.resume_from(progress->confirmed, progress->system_id);
+    co_return with_backlog;
+  }
 
-    start_step.clear();  // the stream logs its own failures
+  /// START_REPLICATION; a slot still busy is tried again (50 ms doubling to 1 s, 100 tries).
+  asio::awaitable<error_code> start_replication() {
     // The previous walsender may still hold the slot for a moment after a takeover.
     auto backoff = 50ms;
     for (int tries = 0;; ++tries) {
       auto ec = co_await stream.async_start();
-      if (!ec) break;
+      if (!ec) co_return error_code{};
       if (ec != wal::errc::slot_in_use || tries >= 100 || stopping) {
         log::error("replication.start_failed", {{"error", stream.last_error()}});
         co_return ec;
@@ -252,19 +278,6 @@ struct engine::impl {
       co_await sleep(backoff);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms);
     }
-    deliveries.start_session(*with_backlog);
-    // Backfills after a slot loss go first: each endpoint gets those older events before the
-    // new slot's. The stream waits unread meanwhile (its status updates go on).
-    start_step = "backfill from the outbox";
-    if (auto ec = co_await recovery.feed(true, [this] { return !stopping; })) co_return ec;
-    log::info("replication.streaming", {{"slot", options.slot},
-                                        {"start_lsn", stream.info().start.to_string()},
-                                        {"slot_confirmed_lsn", stream.info().slot_confirmed.to_string()},
-                                        {"slot_created", stream.info().slot_created},
-                                        {"endpoints", static_cast<std::uint64_t>(directory.size())},
-                                        {"endpoints_with_backlog",
-                                         static_cast<std::uint64_t>(deliveries.backlog().endpoints().size())}});
-    co_return error_code{};
   }
 
   /// Warns (once per change) when the slot keeps more WAL than PostgreSQL guarantees: extended

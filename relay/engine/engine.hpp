@@ -1,20 +1,22 @@
 #pragma once
 // The relay engine behind `walhook run`: it wires the replication stream to the dispatcher
-// (relay/engine/dispatcher.hpp) and runs sessions (docs/architecture.md, Data flow). One instance per process, on one
-// io_context thread.
+// (relay/engine/dispatcher.hpp) and runs sessions (docs/architecture.md, Data flow). One instance
+// per process, on one io_context thread.
 //
 // Lifecycle (run()):
 //   1. take the slot's advisory lock — or wait as a hot standby, logging who holds it
 //      (relay/engine/leadership.hpp);
-//   2. session: reset 'sending' rows this process does not own, load endpoints and breaker
-//      state, start streaming at the newer of the slot's confirmed LSN and walhook's own record
-//      of it, deliver. A session ends when the stream fails (PostgreSQL restart, dropped
-//      connection, undecodable message) or the lock's session is gone; its replication
-//      connection is closed at once (a walsender left waiting would hold a server shutdown for
-//      wal_sender_timeout), and run() starts a new one after a short capped backoff —
-//      unacknowledged transactions are simply streamed again;
+//   2. session: check the shard layout, replace a lost slot (relay/engine/recovery.hpp), reset
+//      'sending' rows this process does not own, load endpoints and breaker state, start
+//      streaming at the newer of the slot's confirmed LSN and walhook's own record of it, run
+//      the backfills of a slot loss, deliver. A session ends when the stream fails (PostgreSQL
+//      restart, dropped connection, undecodable message) or the lock's session is gone; its
+//      replication connection is closed at once (a walsender left waiting would hold a server
+//      shutdown for wal_sender_timeout), and run() starts a new one after a short capped
+//      backoff — unacknowledged transactions are simply streamed again;
 //   3. request_stop() (SIGTERM/SIGINT): stop reading, spill queued deliveries, let in-flight
-//      attempts finish within the grace period, persist, send a final status update, return 0.
+//      attempts finish within the grace period, persist, send a final status update, return 0
+//      (1 when the database was resharded: a walhook of the old layout must not run).
 
 #include "relay/engine/options.hpp"
 

@@ -35,7 +35,7 @@ class stream_handler {
   boost::system::error_code handle(const wal::stream_event& ev);
   /// A new session: Relation messages and open transactions of the old one are forgotten.
   void reset();
-  /// An outbox row, from the stream or a backfill (relay/backfill.hpp): becomes an event routed
+  /// An outbox row, from the stream or a backfill (relay/engine/recovery.hpp): becomes an event routed
   /// to the tenant's endpoints, each delivery holding `ticket`; a malformed one's deliveries are
   /// recorded dead with the reason. `commit_lsn` orders merges. Returns the deliveries made.
   std::size_t deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket);

@@ -1,0 +1,119 @@
+// The dispatcher's attempts (relay/engine/dispatcher.hpp): a job the scheduler hands out is
+// signed and sent through the transport; its response is classified and decide()
+// (relay/core/decisions.hpp) says what follows, which apply() does.
+#include "relay/engine/dispatcher.hpp"
+
+#include "common/log.hpp"
+#include "common/time.hpp"
+#include "delivery/outcome_class.hpp"
+#include "delivery/signing.hpp"
+#include "relay/core/outcome_log.hpp"
+#include "relay/engine/dispatcher_detail.hpp"
+
+#include <chrono>
+#include <random>
+
+namespace walhook::relay {
+namespace asio = boost::asio;
+using delivery::job;
+using namespace dispatcher_detail;
+
+void dispatcher::dispatch() {
+  if (!active_) return;  // a standby starts nothing
+  while (auto j = sched_.next()) {
+    auto r = std::make_shared<running>();
+    r->j = std::move(*j);
+    r->started = clock_.steady_now();
+    r->started_at = clock_.system_now();
+    r->id = next_attempt_id_++;
+    running_.emplace(r->id, r);
+    last_started_[r->j.endpoint_id] = r->started;
+    attempts_.spawn(attempt(std::move(r)), "attempt");
+  }
+}
+
+endpoint_load dispatcher::load_of(std::int64_t id) const {
+  endpoint_load l;
+  l.queued = sched_.queued(id);
+  l.in_flight = sched_.in_flight(id);
+  if (const endpoint* ep = directory_.find(id)) l.max_concurrency = ep->max_concurrency;
+  l.oldest_queued = sched_.oldest_enqueued(id);
+  // The most recent start: no attempt in flight is younger, so "stalled" is never early.
+  if (auto it = last_started_.find(id); it != last_started_.end() && l.in_flight > 0) l.youngest_attempt = it->second;
+  l.probing = delivery::mode(directory_.health(id), clock_.system_now()) == delivery::breaker_mode::probing;
+  return l;
+}
+
+void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took) {
+  if (took) backlog_.attempt_finished(endpoint_id, *took);
+  if (!removals_.empty()) finish_removals();
+  if (backlog_.has_backlog(endpoint_id) && backlog_.claim_size(endpoint_id, load_of(endpoint_id), now) > 0)
+    claims_wake_.notify();
+  if (hooks_.room) hooks_.room();
+}
+
+asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
+  const std::int64_t id = r->j.endpoint_id;
+  const endpoint* ep = directory_.find(id);
+  boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
+  std::optional<steady_time::duration> took;
+  delivery::outcome_class outcome = delivery::outcome_class::other;  ///< of the attempt, once made
+  // Checked at send time: the endpoint may have changed since the delivery was admitted.
+  auto sendable = [&r](const endpoint* e) {
+    return e && e->target && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
+  };
+  if (sendable(ep)) {
+    delivery::http_target target = *ep->target;
+    delivery::http_request req;
+    req.body = r->j.ev->body;
+    auto ts = unix_seconds(clock_.system_now());
+    req.headers = {{"webhook-id", r->j.ev->id},
+                   {"webhook-timestamp", std::to_string(ts)},
+                   {"webhook-signature", delivery::signature_header(ep->keys, r->j.ev->id, ts, req.body)}};
+    ++stats_.attempts;
+    try {
+      response = co_await transport_.async_post(std::to_string(id), target, req);
+    } catch (const std::exception& e) {
+      // Never leave the job (and its LSN ticket) behind: an unexpected exception is a failed attempt.
+      log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});
+    }
+    took = clock_.steady_now() - r->started;
+    outcome = count_attempt(id, response, *took);
+  }
+  // The job leaves the registry; its ticket (unless a durable mark took it) goes with it.
+  running_.erase(r->id);
+  job j = r->j;
+  r->j.ticket = 0;
+  j.marked = r->marked;
+  sched_.finished(j);
+  auto now_sys = clock_.system_now();
+  ep = directory_.find(id);  // it may have changed or gone while the attempt ran
+  const bool delivered_to_removed = !ep && took && !j.row_id && !j.marked &&
+                                    delivery::classify(response, now_sys, options_.outcomes.retry).kind ==
+                                        delivery::verdict::delivered;
+  // The in-memory record of finished attempts (relay/core/outcome_log.hpp).
+  auto note = [&](const char* result) {
+    if (!options_.recent_outcomes) return;
+    options_.recent_outcomes->add({j.ev->id, id, now_sys, j.attempts + 1,
+                                   response ? static_cast<int>(response->status) : 0,
+                                   std::string(delivery::to_string(outcome)), result,
+                                   std::chrono::duration<double>(*took).count()});
+  };
+  if (delivered_to_removed) {
+    note("delivered");
+    release(j);  // it arrived before the endpoint went: nothing to record
+  } else if (!took || !ep || !ep->target) {
+    auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
+    apply(std::move(j), a);
+  } else {
+    auto classified = delivery::classify(response, now_sys, options_.outcomes.retry);
+    double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    auto d = decide(j, *ep, directory_.health(id), classified, now_sys, unit, options_.outcomes);
+    note(d.result == verdict::delivered ? "delivered" : d.result == verdict::retry ? "retry" : "dead");
+    apply(std::move(j), d);
+  }
+  finished(id, clock_.steady_now(), took);
+  dispatch();
+}
+
+}  // namespace walhook::relay
