@@ -39,4 +39,7 @@ extern const std::string_view load_endpoints;          ///< $1/$2 shard → endp
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
 extern const std::string_view slot_health;             ///< $1 slot → (wal_status, safe_wal_size, retained bytes)
 
+// Operator reads (relay/operations/).
+extern const std::string_view endpoint_status;  ///< $1 endpoint id or NULL → endpoints with counts, worst first
+
 }  // namespace walhook::sql::statements

@@ -2,7 +2,7 @@
 
 #include "common/json_writer.hpp"
 #include "relay/engine/options.hpp"
-#include "relay/operations/blocking_db.hpp"
+#include "relay/operations/errors.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -68,8 +68,8 @@ bool is_loopback_host(const std::string& host_header) {
 
 listen_address split_listen(const std::string& listen) {
   auto needs = [&](std::string_view why) {
-    return cli_error(fmt::format("--admin-listen {}: {} (give HOST:PORT, e.g. localhost:9187, [::1]:9187 or :9187)",
-                                 listen, why));
+    return invalid_input(
+        fmt::format("--admin-listen {}: {} (give HOST:PORT, e.g. localhost:9187, [::1]:9187 or :9187)", listen, why));
   };
   listen_address out;
   std::string_view port;
@@ -112,14 +112,15 @@ admin_access check_admin_access(const run_options& o) {
       asio::io_context ioc;
       asio::ip::tcp::resolver resolver(ioc);
       auto found = resolver.resolve(host, "", ec);
-      if (ec || found.empty()) throw cli_error(fmt::format("--admin-listen {}: cannot resolve {}", o.admin_listen, host));
+      if (ec || found.empty())
+        throw invalid_input(fmt::format("--admin-listen {}: cannot resolve {}", o.admin_listen, host));
       for (const auto& r : found) access.loopback_only = access.loopback_only && r.endpoint().address().is_loopback();
     }
   }
   if (!access.loopback_only && access.token.empty())
-    throw cli_error(fmt::format("--admin-listen {} is not a loopback address: the admin API needs a bearer token "
-                                "there (--admin-token-file FILE), or listen on localhost:PORT",
-                                o.admin_listen));
+    throw invalid_input(fmt::format("--admin-listen {} is not a loopback address: the admin API needs a bearer token "
+                                    "there (--admin-token-file FILE), or listen on localhost:PORT",
+                                    o.admin_listen));
   return access;
 }
 
@@ -157,15 +158,15 @@ std::optional<api_response> check_request(const admin_access& access, const api_
 std::string read_token_file(const std::string& path) {
   std::ifstream in(path);
   std::string line;
-  if (!in) throw cli_error(fmt::format("--admin-token-file {}: cannot read it", path));
+  if (!in) throw invalid_input(fmt::format("--admin-token-file {}: cannot read it", path));
   // A zero-byte file has no first line: it is empty, like a blank one.
   if (!std::getline(in, line)) {
-    if (in.eof() && !in.bad()) throw cli_error(fmt::format("--admin-token-file {}: the file is empty", path));
-    throw cli_error(fmt::format("--admin-token-file {}: cannot read it", path));
+    if (in.eof() && !in.bad()) throw invalid_input(fmt::format("--admin-token-file {}: the file is empty", path));
+    throw invalid_input(fmt::format("--admin-token-file {}: cannot read it", path));
   }
   while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.pop_back();
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.erase(line.begin());
-  if (line.empty()) throw cli_error(fmt::format("--admin-token-file {}: the file is empty", path));
+  if (line.empty()) throw invalid_input(fmt::format("--admin-token-file {}: the file is empty", path));
   return line;
 }
 

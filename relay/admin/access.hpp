@@ -22,7 +22,7 @@ struct admin_access {
 
 /// --admin-listen split into its parts: "localhost:9187" → {"localhost", 9187}, "[::1]:9187" →
 /// {"::1", 9187}, ":9187" → {"", 9187} (every address). Port 0: any free one (tests). Throws
-/// cli_error naming the flag: no ":PORT" (also "[::1]" alone), a port that is not all digits or
+/// invalid_input naming the flag: no ":PORT" (also "[::1]" alone), a port that is not all digits or
 /// above 65535 ("localhost:80x" once bound port 80), an IPv6 address without brackets. Pure.
 struct listen_address {
   std::string host;  ///< without brackets; "" = every address
@@ -31,7 +31,7 @@ struct listen_address {
 listen_address split_listen(const std::string& listen);
 
 /// Reads --admin-token-file and checks --admin-listen against it, before anything starts.
-/// Throws cli_error: an unreadable or empty token file; a non-loopback --admin-listen without a
+/// Throws invalid_input: an unreadable or empty token file; a non-loopback --admin-listen without a
 /// token file (naming --admin-token-file); an address that does not resolve.
 admin_access check_admin_access(const run_options& o);
 
@@ -44,7 +44,7 @@ std::string token_fingerprint(const std::string& token);
 std::optional<api_response> check_request(const admin_access& access, const api_request& req);
 
 /// The token in a --admin-token-file (first line, blanks trimmed), as `walhook run` and
-/// `walhook status` read it. Throws cli_error if the file cannot be read or is empty.
+/// `walhook status` read it. Throws invalid_input if the file cannot be read or is empty.
 std::string read_token_file(const std::string& path);
 
 /// X-Walhook-Operator as logged: percent-decoded (the console sends encodeURIComponent(name), so

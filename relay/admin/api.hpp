@@ -1,13 +1,15 @@
 #pragma once
 // The admin API under `walhook run --admin-listen` (docs/api.md): /api/* reads and actions for
 // the console (relay/admin/console/) and for scripts, and its access rules. The HTTP framing is
-// relay/admin/server.cpp's; this answers one parsed request.
+// relay/admin/server.cpp's; this answers one parsed request: access (access.hpp), the route
+// (router.hpp), then the route family (routes.hpp: overview, endpoints, events, actions).
 //
-// Database reads and actions run on a worker thread of their own with one blocking connection
-// (relay/operations/blocking_db.hpp), reconnected when it breaks: a slow query or PostgreSQL being down
-// never blocks the engine's io thread (the API answers 503 meanwhile). Live fields (queued, in
-// flight, streaming, recent outcomes) are read from the engine on its executor before the
-// worker runs, and the answer resumes there.
+// Database reads and actions run on the database worker (db_worker.hpp: a thread of its own
+// with one blocking connection, reconnected when it breaks): a slow query or PostgreSQL being
+// down never blocks the engine's io thread (the API answers 503 meanwhile). Live fields
+// (queued, in flight, streaming, recent outcomes) are read from the engine on its executor
+// before the worker runs, and the answer resumes there. Errors are answered by kind, once
+// (http_status.hpp).
 //
 // Thread affinity: handle() on the engine's executor.
 
@@ -18,21 +20,12 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
 
 namespace walhook::relay {
 
 class engine;
-struct run_options;
 
-/// The status of a database error by its SQLSTATE: 504 for 57014 (statement timeout), 400 for
-/// class 22 (data exception: the caller's text did not parse, e.g. a bad timestamptz), 409 for
-/// class 23 (a constraint: a concurrent change), 503 for anything else (the server's trouble,
-/// never the caller's input). Pure.
-unsigned status_of_sqlstate(std::string_view sqlstate);
-
+/// The /api/ half of the admin listener; one per `walhook run --admin-listen`.
 class admin_api {
  public:
   /// `ex` is the engine's executor; connects to e.options().database_url lazily.

@@ -2,7 +2,7 @@
 
 #include "common/task_group.hpp"
 #include "common/log.hpp"
-#include "relay/operations/blocking_db.hpp"
+#include "relay/operations/errors.hpp"
 #include "relay/admin/console_assets.hpp"
 #include "relay/engine/engine.hpp"
 
@@ -36,7 +36,7 @@ tcp::endpoint parse_listen(const std::string& listen) {
   listen_address parts;
   try {
     parts = split_listen(listen);
-  } catch (const cli_error& e) {
+  } catch (const user_error& e) {
     throw std::runtime_error(e.what());
   }
   const std::string& host = parts.host;

@@ -35,7 +35,7 @@ blocking_db::blocking_db(const std::string& url, const std::string& application_
     std::string msg = conn_ ? one_line(PQerrorMessage(conn_)) : "out of memory";
     if (conn_) PQfinish(conn_);
     conn_ = nullptr;
-    throw cli_error("cannot connect to PostgreSQL: " + msg);
+    throw unavailable("cannot connect to PostgreSQL: " + msg);
   }
 }
 
@@ -52,7 +52,8 @@ pg::query_result checked(PGconn* conn, pg::query_result res) {
     if (const char* hint = res.get() ? PQresultErrorField(res.get(), PG_DIAG_MESSAGE_HINT) : nullptr)
       msg += " (" + std::string(hint) + ")";
     const char* state = res.get() ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    throw pg_error(one_line(msg), state ? state : "");
+    const char* constraint = res.get() ? PQresultErrorField(res.get(), PG_DIAG_CONSTRAINT_NAME) : nullptr;
+    throw pg_error(one_line(msg), state ? state : "", constraint ? constraint : "");
   }
   return res;
 }

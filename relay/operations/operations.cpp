@@ -15,7 +15,7 @@ namespace walhook::relay::operations {
 
 namespace {
 
-/// One transaction on the caller's connection; rolled back unless committed, so a cli_error
+/// One transaction on the caller's connection; rolled back unless committed, so a user error
 /// thrown halfway leaves the connection usable (the admin API keeps its connection).
 class transaction {
  public:
@@ -66,7 +66,7 @@ SELECT e.tenant_id, e.status, e.created_at::text, coalesce(h.paused_until > now(
   FROM walhook.endpoints e LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
  WHERE e.id = $1 FOR UPDATE OF e)sql",
                    pg::params{std::to_string(id)});
-  if (r.rows() == 0) throw cli_error(fmt::format("no endpoint with id {}", id));
+  if (r.rows() == 0) throw not_found(fmt::format("no endpoint with id {}", id));
   return {std::string(r.value(0, 0)), std::string(r.value(0, 1)), std::string(r.value(0, 2)), r.value(0, 3) == "t",
           std::string(r.value(0, 4))};
 }
@@ -102,9 +102,9 @@ void check_url(const std::string& url) {
   const auto at = url.find('@');
   const auto authority = url.find("//");
   if (at != std::string::npos && at < url.find_first_of("/?#", authority == std::string::npos ? 0 : authority + 2))
-    throw cli_error("--url must not carry credentials (user:password@): receivers authenticate walhook by its "
-                    "signature; " + delivery::redact_url(url));
-  throw cli_error("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(url));
+    throw invalid_input("--url must not carry credentials (user:password@): receivers authenticate walhook by its "
+                        "signature; " + delivery::redact_url(url));
+  throw invalid_input("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(url));
 }
 
 std::vector<std::string> clean_event_types(const std::vector<std::string>& types) {
@@ -112,7 +112,7 @@ std::vector<std::string> clean_event_types(const std::vector<std::string>& types
   for (auto t : types) {
     while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
     while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-    if (t.empty()) throw cli_error("--event-types has an empty type (give a comma-separated list, e.g. order.paid,order.shipped)");
+    if (t.empty()) throw invalid_input("--event-types has an empty type (give a comma-separated list, e.g. order.paid,order.shipped)");
     out.push_back(std::move(t));
   }
   return out;
@@ -139,7 +139,7 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
   static const std::array<std::pair<const char*, const char*>, 4> actions{
       {{"pause", "paused"}, {"resume", "resumed"}, {"enable", "enabled"}, {"disable", "disabled"}}};
   auto it = std::find_if(actions.begin(), actions.end(), [&](const auto& a) { return action == a.first; });
-  if (it == actions.end()) throw cli_error(fmt::format("unknown action '{}': pause, resume, enable or disable", action));
+  if (it == actions.end()) throw invalid_input(fmt::format("unknown action '{}': pause, resume, enable or disable", action));
   const pg::params id{std::to_string(endpoint_id)};
   transaction tx(db);
   lock_endpoint(db, endpoint_id);
@@ -180,7 +180,7 @@ SELECT (SELECT count(*) FROM walhook.deliveries d
            AND d.created_at >= e.created_at)  -- not a removed endpoint's that had the same id
   FROM walhook.endpoints e WHERE e.id = $1)sql",
                    pg::params{std::to_string(endpoint_id)});
-  if (r.rows() == 0) throw cli_error(fmt::format("no endpoint with id {}", endpoint_id));
+  if (r.rows() == 0) throw not_found(fmt::format("no endpoint with id {}", endpoint_id));
   return std::stoll(std::string(r.value(0, 0)));
 }
 
@@ -222,22 +222,22 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
     changed.emplace_back("event_types");
   }
   if (u.max_concurrency) {
-    if (*u.max_concurrency < 1 || *u.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
+    if (*u.max_concurrency < 1 || *u.max_concurrency > 1000) throw invalid_input("--max-concurrency must be between 1 and 1000");
     changed.emplace_back("max_concurrency");
   }
   if (u.description) changed.emplace_back("description");
   if (u.contact_endpoint_id) {
     if (*u.contact_endpoint_id == endpoint_id)
-      throw cli_error("--contact-endpoint must be another endpoint (notifications about an endpoint cannot go to itself)");
+      throw invalid_input("--contact-endpoint must be another endpoint (notifications about an endpoint cannot go to itself)");
     changed.emplace_back("contact_endpoint_id");
   }
   if (changed.empty())
-    throw cli_error("nothing to update: give --url, --event-types, --max-concurrency, --description or --contact-endpoint");
+    throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description or --contact-endpoint");
   transaction tx(db);
   lock_endpoint(db, endpoint_id);
   if (u.contact_endpoint_id && *u.contact_endpoint_id &&
       db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(**u.contact_endpoint_id)}).rows() == 0)
-    throw cli_error(fmt::format("--contact-endpoint: no endpoint with id {}", **u.contact_endpoint_id));
+    throw invalid_input(fmt::format("--contact-endpoint: no endpoint with id {}", **u.contact_endpoint_id));
   // A flag per nullable column: "not given" and "set to NULL" differ.
   pg::params p{std::to_string(endpoint_id),
                u.url,
@@ -267,9 +267,9 @@ UPDATE walhook.endpoints
 // ------------------------------------------------------------------------------------ rotate
 
 rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chrono::seconds grace, const std::string& secret) {
-  if (grace.count() < 0) throw cli_error("--grace must not be negative");
+  if (grace.count() < 0) throw invalid_input("--grace must not be negative");
   const std::string fresh = secret.empty() ? delivery::generate_secret() : secret;
-  if (!delivery::parse_secret(fresh)) throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key");
+  if (!delivery::parse_secret(fresh)) throw invalid_input("--secret must be whsec_ followed by base64 of a 16–64 byte key");
   transaction tx(db);
   lock_endpoint(db, endpoint_id);
   auto current = db.exec("SELECT secret FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(endpoint_id)});
@@ -277,7 +277,7 @@ rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chr
   std::string_view rest = old;
   while (!rest.empty()) {  // a secret already held would sign twice and never be dropped first
     const auto end = rest.find(' ');
-    if (rest.substr(0, end) == fresh) throw cli_error("--secret is already one of the endpoint's secrets");
+    if (rest.substr(0, end) == fresh) throw invalid_input("--secret is already one of the endpoint's secrets");
     rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
   }
   // Every secret held now stays valid (and signs) until the new grace ends; walhook run then keeps
@@ -295,10 +295,10 @@ RETURNING to_char(secret_grace_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:S
 // ------------------------------------------------------------------------------------ replay
 
 std::vector<change> replay(blocking_db& db, const replay_filter& f) {
-  if (!f.delivery_id && !f.endpoint_id) throw cli_error("give --delivery ID or --endpoint ID");
+  if (!f.delivery_id && !f.endpoint_id) throw invalid_input("give --delivery ID or --endpoint ID");
   if (f.since && f.until &&
       db.exec("SELECT $1::timestamptz >= $2::timestamptz", pg::params{*f.since, *f.until}).value(0, 0) == "t")
-    throw cli_error(fmt::format("--until {} is not after --since {}: the range is empty", *f.until, *f.since));
+    throw invalid_input(fmt::format("--until {} is not after --since {}: the range is empty", *f.until, *f.since));
   transaction tx(db);
   if (f.endpoint_id) lock_endpoint(db, *f.endpoint_id);
   pg::params p{opt_id(f.delivery_id), opt_id(f.endpoint_id), opt(f.since), opt(f.until)};
@@ -353,23 +353,23 @@ RETURNING d.endpoint_id)sql",
 // ------------------------------------------------------------------------------------ resend
 
 change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id) {
-  if (!is_uuid(event_id)) throw cli_error(fmt::format("event id '{}' is not a UUID (walhook.outbox.id)", event_id));
+  if (!is_uuid(event_id)) throw invalid_input(fmt::format("event id '{}' is not a UUID (walhook.outbox.id)", event_id));
   transaction tx(db);
   const auto endpoint = lock_endpoint(db, endpoint_id);
   auto ev = db.exec("SELECT tenant_id, aggregate_id, merge_key, created_at::text, seq FROM walhook.outbox WHERE id = $1",
                     pg::params{event_id});
   if (ev.rows() == 0)
-    throw cli_error(fmt::format("no event {} in walhook.outbox (never published, or deleted by retention)", event_id));
+    throw not_found(fmt::format("no event {} in walhook.outbox (never published, or deleted by retention)", event_id));
   if (ev.value(0, 0) != endpoint.tenant_id)
-    throw cli_error(fmt::format("event {} is of tenant '{}', endpoint {} of tenant '{}'", event_id, ev.value(0, 0), endpoint_id,
-                                endpoint.tenant_id));
+    throw invalid_input(fmt::format("event {} is of tenant '{}', endpoint {} of tenant '{}'", event_id, ev.value(0, 0), endpoint_id,
+                                    endpoint.tenant_id));
   const auto merge_key = ev.is_null(0, 2) ? std::nullopt : std::optional<std::string>(ev.value(0, 2));
   const pg::params key{std::to_string(endpoint_id), event_id};
   auto row = db.exec("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1 AND event_id = $2 FOR UPDATE", key);
   if (row.rows() > 0 && row.value(0, 0) == "sending")
-    throw cli_error(fmt::format("an attempt of event {} to endpoint {} is in flight now: wait for its outcome "
-                                "(walhook status), then resend",
-                                event_id, endpoint_id));
+    throw conflict(fmt::format("an attempt of event {} to endpoint {} is in flight now: wait for its outcome "
+                               "(walhook status), then resend",
+                               event_id, endpoint_id));
   // At most one pending delivery per merge key (index deliveries_pending_merge_key): another
   // state of the entity waiting to go out blocks this one.
   if (merge_key) {
@@ -381,12 +381,12 @@ SELECT d.event_id::text, coalesce(o.seq > $4::bigint, true)
                          pg::params{std::to_string(endpoint_id), event_id, *merge_key, std::string(ev.value(0, 4))});
     if (other.rows() > 0) {
       if (other.value(0, 1) == "t")
-        throw cli_error(fmt::format("a newer state of merge key '{}' is pending for endpoint {} (event {}): it carries "
-                                    "the entity's latest state, so event {} is not resent",
-                                    delivery::cap_text(*merge_key, 200), endpoint_id, other.value(0, 0), event_id));
-      throw cli_error(fmt::format("an older state of merge key '{}' is pending for endpoint {} (event {}): resend after "
-                                  "it went out",
-                                  delivery::cap_text(*merge_key, 200), endpoint_id, other.value(0, 0)));
+        throw conflict(fmt::format("a newer state of merge key '{}' is pending for endpoint {} (event {}): it carries "
+                                   "the entity's latest state, so event {} is not resent",
+                                   delivery::cap_text(*merge_key, 200), endpoint_id, other.value(0, 0), event_id));
+      throw conflict(fmt::format("an older state of merge key '{}' is pending for endpoint {} (event {}): resend after "
+                                 "it went out",
+                                 delivery::cap_text(*merge_key, 200), endpoint_id, other.value(0, 0)));
     }
   }
   // The same webhook-id (the event id) as before: a receiver that deduplicates sees it once.
@@ -402,12 +402,12 @@ ON CONFLICT (endpoint_id, event_id) DO UPDATE
   try {
     db.exec(upsert, pg::params{std::to_string(endpoint_id), event_id, ev.is_null(0, 1) ? std::nullopt : std::optional<std::string>(ev.value(0, 1)),
                                merge_key, std::string(ev.value(0, 3)), endpoint.created_at});
-  } catch (const cli_error& e) {
-    // walhook stored a pending state of the merge key meanwhile.
-    if (std::string_view(e.what()).find("deliveries_pending_merge_key") != std::string_view::npos)
-      throw cli_error(fmt::format("a newer state of merge key '{}' became pending for endpoint {}: it carries the "
-                                  "entity's latest state, so event {} is not resent",
-                                  delivery::cap_text(merge_key.value_or(""), 200), endpoint_id, event_id));
+  } catch (const pg_error& e) {
+    // walhook stored a pending state of the merge key meanwhile (a unique violation of the index).
+    if (e.constraint() == "deliveries_pending_merge_key")
+      throw conflict(fmt::format("a newer state of merge key '{}' became pending for endpoint {}: it carries the "
+                                 "entity's latest state, so event {} is not resent",
+                                 delivery::cap_text(merge_key.value_or(""), 200), endpoint_id, event_id));
     throw;
   }
   wake_relay(db, endpoint_id);

@@ -1,9 +1,10 @@
 #pragma once
-// Operator actions on walhook's tables, shared by the CLI (relay/cli/commands.cpp) and the admin
-// API (relay/admin/api.cpp, `walhook run --admin-listen`): the same SQL, the same checks, the
+// Operator actions on walhook's tables, shared by the CLI (relay/cli/) and the admin API
+// (relay/admin/actions.cpp, `walhook run --admin-listen`): the same SQL, the same checks, the
 // same answers. Each runs in one transaction on a blocking connection and returns what it
-// changed; none prints. A user error (no such endpoint, a bad URL, an empty range) throws
-// cli_error with a one-line message; the admin API answers it as 4xx {"error": message}.
+// changed; none prints. A user error throws its kind (relay/operations/errors.hpp) with a
+// one-line message: not_found (no such endpoint or event), invalid_input (a bad URL, an empty
+// range), conflict (an attempt in flight); the admin API answers it by kind, 4xx {"error": message}.
 //
 // Actions that make deliveries due tell a running walhook through the WAL
 // (pg_logical_emit_message, prefix 'walhook': "wake:<id>" or "resume:<id>"), so it looks for
@@ -30,12 +31,14 @@ struct change {
 
 /// pause | resume | enable | disable. resume and enable also close the circuit breaker, clear the
 /// disable reason and make the endpoint's pending deliveries due now ("retry pending now" is
-/// resume). Throws cli_error("no endpoint with id N").
+/// resume). Throws not_found("no endpoint with id N"), invalid_input for another action.
 change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& action);
 
 /// Deliveries of an endpoint still to do (pending or sending), for remove's confirmation.
+/// Throws not_found("no endpoint with id N").
 std::int64_t open_deliveries(blocking_db& db, std::int64_t endpoint_id);
 /// Deletes the endpoint; its open deliveries end dead ("endpoint removed") and its rows go.
+/// Throws not_found("no endpoint with id N").
 change remove(blocking_db& db, std::int64_t endpoint_id);
 
 struct endpoint_update {
@@ -45,7 +48,8 @@ struct endpoint_update {
   std::optional<std::string> description;
   std::optional<std::optional<std::int64_t>> contact_endpoint_id;  ///< nullopt inside: none
 };
-/// Changes the given columns. Throws cli_error on invalid values or if nothing is given.
+/// Changes the given columns. Throws invalid_input on invalid values (a --contact-endpoint that
+/// does not exist too) or if nothing is given, not_found if the endpoint does not exist.
 change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& u);
 
 struct rotated_secret {
@@ -53,7 +57,8 @@ struct rotated_secret {
   std::string grace_until;                  ///< RFC 3339 UTC: the old secret(s) are dropped then
 };
 /// New secret first; the current ones stay valid (signed with as well) for `grace` (default
-/// 24 h), then walhook run drops them. `secret` empty: generated.
+/// 24 h), then walhook run drops them. `secret` empty: generated. Throws invalid_input (a
+/// negative grace, a malformed secret, one the endpoint holds already), not_found.
 rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chrono::seconds grace,
                              const std::string& secret = "");
 
@@ -66,14 +71,16 @@ struct replay_filter {
 /// Dead letters (and a disabled endpoint's pending deliveries) start over with fresh counters;
 /// of several with one merge key only the newest, none where a newer one is pending. Returns
 /// one change per endpoint touched (deliveries = how many replayed); a note if the endpoint is
-/// not active.
+/// not active. Throws invalid_input (no delivery or endpoint given, an empty range), not_found
+/// (the endpoint), pg_error of class 22 (a since/until PostgreSQL cannot parse).
 std::vector<change> replay(blocking_db& db, const replay_filter& f);
 
 /// Resend one event to one endpoint, whatever happened before (delivered, dead, or no row: a
 /// first-try success with --record failed leaves none): its delivery becomes pending and due
-/// now, with the same webhook-id (the event id). Throws cli_error if the endpoint or the event
-/// (outbox row) is missing, if an attempt is in flight now, or if a newer state of the same
-/// merge key is pending (that one carries the entity's latest state).
+/// now, with the same webhook-id (the event id). Throws not_found if the endpoint or the event
+/// (outbox row) is missing; conflict if an attempt is in flight now, or if another state of the
+/// same merge key is pending (a newer one carries the entity's latest state); invalid_input for
+/// an id that is not a UUID or an event of another tenant.
 change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id);
 
 /// True for a UUID in its 8-4-4-4-12 hex text form, either case (walhook.outbox.id, webhook-id).
@@ -85,9 +92,9 @@ bool is_uuid(std::string_view s);
 std::string secret_fingerprints(const std::string& secrets);
 
 /// Checks an endpoint URL like endpoint add (absolute http(s), no credentials). Throws
-/// cli_error naming --url, with the URL redacted.
+/// invalid_input naming --url, with the URL redacted.
 void check_url(const std::string& url);
-/// Event types with blanks trimmed. Throws cli_error on an empty one.
+/// Event types with blanks trimmed. Throws invalid_input on an empty one.
 std::vector<std::string> clean_event_types(const std::vector<std::string>& types);
 /// A PostgreSQL text[] literal of the items ('{"a","b"}').
 std::string pg_array_literal(const std::vector<std::string>& items);

@@ -31,7 +31,7 @@ std::string wal_keep_advice(blocking_db& db) {
 
 void require_schema(blocking_db& db) {
   auto r = db.exec("SELECT to_regclass('walhook.outbox') IS NOT NULL");
-  if (r.value(0, 0) != "t") throw cli_error("the walhook schema is missing: run `walhook migrate` first");
+  if (r.value(0, 0) != "t") throw conflict("the walhook schema is missing: run `walhook migrate` first");
 }
 
 
@@ -65,8 +65,8 @@ void migrate(const migrate_request& a, const std::function<void(const std::strin
   auto report = fut.get();
   if (!report) {
     if (report.error() == pg::errc::connect_failed || report.error() == pg::errc::timeout)
-      throw cli_error("cannot connect to PostgreSQL: " + conn.last_error());
-    throw cli_error("migration failed: " + conn.last_error());
+      throw unavailable("cannot connect to PostgreSQL: " + conn.last_error());
+    throw unavailable("migration failed: " + conn.last_error());
   }
   for (const auto& name : report->applied) say("applied " + name);
   say(fmt::format("schema version {}{}", report->current_version, report->applied.empty() ? " (up to date)" : ""));
@@ -76,14 +76,14 @@ void migrate(const migrate_request& a, const std::function<void(const std::strin
     if (db.exec("SELECT 1 FROM walhook.slot_progress WHERE slot_name = $1 AND NOT EXISTS (SELECT 1 FROM walhook.shard_layout)",
                 pg::params{a.slot})
             .rows() > 0)
-      throw cli_error(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
-                                  "--to {}, which loses nothing",
-                                  a.slot, a.shard.count));
+      throw conflict(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
+                                 "--to {}, which loses nothing",
+                                 a.slot, a.shard.count));
     db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO NOTHING",
             pg::params{std::to_string(a.shard.count)});
     if (const int shards = shard_count(db); shards != a.shard.count)
-      throw cli_error(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
-                                  shards, a.shard.count, shards, a.shard.count));
+      throw conflict(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
+                                 shards, a.shard.count, shards, a.shard.count));
     // The shard's row-filtered publications (relay/shard.hpp), once.
     const auto names = shard_publications(a.shard);
     const auto ddl = shard_publication_ddl(a.shard);
@@ -107,11 +107,11 @@ void migrate(const migrate_request& a, const std::function<void(const std::strin
                         slot);
   if (exists.rows() > 0) {
     if (exists.value(0, 2) != "t")
-      throw cli_error(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
-                                  "give this database's walhook another --slot",
-                                  slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
+      throw conflict(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
+                                 "give this database's walhook another --slot",
+                                 slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
     if (exists.value(0, 0) != "pgoutput")
-      throw cli_error(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
+      throw conflict(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
     say("replication slot " + slot_name + " exists");
     say(wal_keep_advice(db));
     return;
@@ -137,15 +137,15 @@ SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot
   }
   auto level = db.exec("SELECT current_setting('wal_level')");
   if (level.value(0, 0) != "logical")
-    throw cli_error(fmt::format("wal_level is '{}': walhook needs wal_level = logical to create its replication slot "
-                                "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
-                                level.value(0, 0)));
+    throw conflict(fmt::format("wal_level is '{}': walhook needs wal_level = logical to create its replication slot "
+                               "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
+                               level.value(0, 0)));
   try {
     // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
     auto x = create_exported_slot(db, a.database_url, slot_name);
     db.exec(std::string(sql::statements::slot_replaced), {slot_name, x.system_id, x.consistent_point, x.snapshot, std::nullopt});
-  } catch (const cli_error& e) {
-    throw cli_error(std::string("could not create the replication slot: ") + e.what());
+  } catch (const user_error& e) {
+    throw user_error(e.kind(), std::string("could not create the replication slot: ") + e.what());
   }
   say("created replication slot " + slot_name + " (pgoutput): events published from now on are kept for walhook");
   say(wal_keep_advice(db));

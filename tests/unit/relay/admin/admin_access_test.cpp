@@ -2,6 +2,7 @@
 // tables; relay/main's refusals of --admin-listen/--admin-token-file.
 
 #include "relay/admin/api.hpp"
+#include "relay/admin/http_status.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/engine/options.hpp"
 

@@ -1,0 +1,83 @@
+#include "relay/admin/router.hpp"
+
+#include "relay/admin/http_status.hpp"
+#include "relay/operations/operations.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <optional>
+
+namespace walhook::relay {
+
+namespace {
+
+std::optional<std::int64_t> id_of(std::string_view text) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+api_response wrong_method(const char* allowed) { return error_response(405, fmt::format("use {} here", allowed)); }
+
+api_response invalid(std::string_view message) { return error_response(http_status_of(error_kind::invalid), message); }
+
+/// /api/endpoints/{id}[/action]: seg has at least 3 segments.
+std::variant<api_route, api_response> endpoint_route(const std::vector<std::string>& seg, bool read, bool post) {
+  auto id = id_of(seg[2]);
+  if (!id) return invalid(fmt::format("not an endpoint id: {}", seg[2]));
+  if (seg.size() == 3) {
+    if (!read) return wrong_method("GET");
+    return api_route{.kind = route_kind::endpoint, .endpoint_id = *id, .arg = {}};
+  }
+  if (seg.size() == 4) {
+    static constexpr std::array<std::string_view, 4> statuses{"pause", "resume", "enable", "disable"};
+    const bool status = std::find(statuses.begin(), statuses.end(), seg[3]) != statuses.end();
+    if ((status || seg[3] == "replay") && !post) return wrong_method("POST");
+    if (seg[3] == "replay") return api_route{.kind = route_kind::replay, .endpoint_id = *id, .arg = {}};
+    if (status) return api_route{.kind = route_kind::endpoint_status, .endpoint_id = *id, .arg = seg[3]};
+  }
+  return error_response(404, "no such API route (docs/api.md)");
+}
+
+}  // namespace
+
+std::vector<std::string> segments_of(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i <= target.size()) {
+    auto slash = target.find('/', i);
+    if (slash == std::string_view::npos) slash = target.size();
+    if (slash > i) out.emplace_back(target.substr(i, slash - i));
+    i = slash + 1;
+  }
+  return out;
+}
+
+std::variant<api_route, api_response> route_of(std::string_view method, std::string_view target) {
+  const auto seg = segments_of(target);  // {"api", ...}
+  const bool read = method == "GET" || method == "HEAD";
+  const bool post = method == "POST";
+  const auto get = [read](route_kind kind, std::string arg = {}) -> std::variant<api_route, api_response> {
+    if (!read) return wrong_method("GET");
+    return api_route{.kind = kind, .endpoint_id = 0, .arg = std::move(arg)};
+  };
+  if (seg.size() == 2 && seg[1] == "overview") return get(route_kind::overview);
+  if (seg.size() == 2 && seg[1] == "endpoints") return get(route_kind::endpoints);
+  if (seg.size() >= 3 && seg[1] == "endpoints") return endpoint_route(seg, read, post);
+  if (seg.size() == 3 && seg[1] == "events") {
+    if (read && !operations::is_uuid(seg[2])) return invalid(fmt::format("not an event id (a UUID): {}", seg[2]));
+    return get(route_kind::event, seg[2]);
+  }
+  if (seg.size() == 3 && seg[1] == "deliveries" && seg[2] == "resend") {
+    if (!post) return wrong_method("POST");
+    return api_route{.kind = route_kind::resend, .endpoint_id = 0, .arg = {}};
+  }
+  return error_response(404, "no such API route (docs/api.md)");
+}
+
+}  // namespace walhook::relay

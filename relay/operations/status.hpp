@@ -1,0 +1,55 @@
+#pragma once
+// Every endpoint's state, worst first: the one read behind `walhook status` and the admin API's
+// GET /api/endpoints (sql/statements/endpoint_status.sql), as typed rows, so both show the same
+// numbers in the same order. Live numbers (queued, in flight) are the running walhook's, not
+// here: the API reads them from the engine, the CLI from --admin-url.
+
+#include "relay/operations/blocking_db.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walhook::relay::operations {
+
+/// One endpoint with its health and its deliveries' counts. Timestamps are RFC 3339 UTC with
+/// PostgreSQL's precision (microseconds when it has them, e.g. "2026-11-30T03:23:51.123456Z");
+/// text fields are as stored (callers redact the URL with delivery::redact_url and cap errors
+/// with delivery::cap_text).
+struct endpoint_status {
+  std::int64_t id = 0;
+  std::string tenant_id;
+  std::string url;                          ///< as stored: may carry a query with secrets, redact it
+  std::string status;                       ///< the operator's: active | paused | disabled
+  std::int64_t max_concurrency = 0;
+  bool breaker_holds = false;               ///< paused_until is in the future: the circuit breaker holds it
+  std::optional<std::string> paused_until;  ///< endpoint_health.paused_until, past or future; nullopt if never set
+  std::int64_t pending = 0;                 ///< deliveries with status pending
+  std::int64_t sending = 0;                 ///< claimed or held attempts (status sending)
+  std::int64_t dead = 0;                    ///< dead letters
+  std::optional<double> oldest_pending_age_s;  ///< seconds since the oldest pending or sending event was created
+  std::int64_t consecutive_failures = 0;    ///< failed attempts in a row (the circuit breaker's count)
+  std::optional<std::int64_t> last_status;  ///< endpoint_health.last_status (an HTTP status)
+  std::optional<std::string> last_error;    ///< endpoint_health.last_error
+  std::optional<std::string> disabled_reason;  ///< why the breaker disabled it
+  std::string secret_fingerprints;          ///< operations::secret_fingerprints of its secrets ("" if none parse)
+  std::optional<std::string> event_types_json;  ///< its event types as a JSON array text; nullopt: all types
+  std::string ordering;                     ///< walhook.endpoints.ordering
+  std::optional<std::string> description;
+  std::optional<std::int64_t> contact_endpoint_id;  ///< where notifications about it go
+  std::optional<std::string> secret_grace_until;    ///< when the older secrets stop being valid
+};
+
+/// The endpoints worst first: the oldest pending age (none last), then failures in a row, then
+/// dead letters (an endpoint whose deliveries die unattempted, e.g. an invalid URL, has neither
+/// of the first two), then id. `only`: that endpoint alone (no row: it does not exist). Counts
+/// and age leave out a removed endpoint's rows that had the same id. Throws pg_error.
+std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only = std::nullopt);
+
+/// An RFC 3339 timestamp to the second, as `walhook status` shows it: the fraction dropped
+/// ("2026-11-30T03:23:51.123456Z" → "2026-11-30T03:23:51Z"); other text unchanged. Pure.
+std::string to_the_second(std::string_view rfc3339);
+
+}  // namespace walhook::relay::operations

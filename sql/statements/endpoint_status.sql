@@ -1,0 +1,29 @@
+-- Every endpoint's state, worst first: `walhook status` and the admin API's /api/endpoints
+-- (relay/operations/status.hpp reads it into typed rows). $1: one endpoint id, or NULL for all.
+-- Columns: id, tenant_id, url, status, max_concurrency, breaker holds (paused_until > now()),
+-- paused_until (past or future), pending, sending, dead, oldest pending age (seconds, float8),
+-- consecutive_failures, last_status, last_error, disabled_reason, secret, event_types (JSON
+-- text), ordering, description, contact_endpoint_id, secret_grace_until.
+-- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
+SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
+       coalesce(h.paused_until > now(), false), h.paused_until,
+       coalesce(c.pending, 0), coalesce(c.sending, 0), coalesce(c.dead, 0),
+       extract(epoch FROM now() - o.oldest)::float8,
+       coalesce(h.consecutive_failures, 0), h.last_status, h.last_error, h.disabled_reason, e.secret,
+       array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until
+  FROM walhook.endpoints e
+  LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
+  LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.status = 'pending') AS pending,
+           count(*) FILTER (WHERE d.status = 'sending') AS sending,
+           count(*) FILTER (WHERE d.status = 'dead') AS dead
+      FROM walhook.deliveries d
+     WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'sending', 'dead')
+       AND d.created_at >= e.created_at) c ON true
+  LEFT JOIN LATERAL (
+    SELECT min(d.event_created_at) AS oldest FROM walhook.deliveries d
+     WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'sending') AND d.created_at >= e.created_at) o ON true
+ WHERE $1::bigint IS NULL OR e.id = $1::bigint
+  -- Worst first: oldest pending age, failures in a row, then dead letters (an endpoint whose
+  -- deliveries die unattempted, e.g. an invalid URL, has neither of the first two), then id.
+ ORDER BY 11 DESC NULLS LAST, 12 DESC, 10 DESC, e.id
