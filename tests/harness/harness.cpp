@@ -141,7 +141,8 @@ int walhook_process::stop(std::chrono::milliseconds timeout) {
     const auto result = pid == 0      ? fmt::format("it was not running (exit code {})", exit_code_)
                         : code == -1 ? fmt::format("still running after {} ms", timeout.count())
                                      : fmt::format("exit code {}", code);
-    MESSAGE(fmt::format("{} (pid {}) after SIGTERM: {}; the end of its log:\n{}", name_, pid, result, log_tail(16 * 1024)));
+    MESSAGE(fmt::format("{} (pid {}) after SIGTERM: {}; the end of its log:\n{}", name_, pid, result,
+                        log_tail(16 * 1024)));
   }
   return code;
 }
