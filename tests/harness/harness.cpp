@@ -4,6 +4,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -44,12 +46,33 @@ std::string fresh_database(const std::string& name) {
   return url;
 }
 
-walhook_process::walhook_process(std::vector<std::string> args, std::string name) : args_(std::move(args)) {
+walhook_process::walhook_process(std::vector<std::string> args, std::string name)
+    : args_(std::move(args)), name_(std::move(name)) {
   char tmpl[] = "/tmp/walhook-it-log-XXXXXX";
   int fd = ::mkstemp(tmpl);
   if (fd >= 0) ::close(fd);
   log_path_ = tmpl;
-  (void)name;
+}
+
+walhook_process::walhook_process(walhook_process&& other) noexcept
+    : args_(std::move(other.args_)),
+      name_(std::move(other.name_)),
+      log_path_(std::exchange(other.log_path_, {})),
+      pid_(std::exchange(other.pid_, 0)),
+      exit_code_(other.exit_code_),
+      sigterm_sent_(other.sigterm_sent_) {}
+
+walhook_process& walhook_process::operator=(walhook_process&& other) noexcept {
+  if (this != &other) {
+    release();
+    args_ = std::move(other.args_);
+    name_ = std::move(other.name_);
+    log_path_ = std::exchange(other.log_path_, {});
+    pid_ = std::exchange(other.pid_, 0);
+    exit_code_ = other.exit_code_;
+    sigterm_sent_ = other.sigterm_sent_;
+  }
+  return *this;
 }
 
 unsigned short walhook_process::admin_port() const {
@@ -59,14 +82,18 @@ unsigned short walhook_process::admin_port() const {
   return static_cast<unsigned short>(std::stoi(m[1]));
 }
 
-walhook_process::~walhook_process() {
+walhook_process::~walhook_process() { release(); }
+
+void walhook_process::release() {
   if (pid_) kill9();
-  ::unlink(log_path_.c_str());
+  if (!log_path_.empty()) ::unlink(log_path_.c_str());
 }
 
 void walhook_process::start() {
   std::vector<std::string> argv{walhook_binary()};
   argv.insert(argv.end(), args_.begin(), args_.end());
+  exit_code_ = -1;
+  sigterm_sent_ = false;
   pid_ = relay::spawn_process(argv, log_path_);  // dies with the test
 }
 
@@ -86,7 +113,9 @@ bool walhook_process::running() {
 }
 
 void walhook_process::signal(int sig) {
-  if (pid_) ::kill(pid_, sig);
+  if (!pid_) return;
+  ::kill(pid_, sig);
+  if (sig == SIGTERM) sigterm_sent_ = true;
 }
 
 int walhook_process::wait(std::chrono::milliseconds timeout) {
@@ -104,6 +133,20 @@ int walhook_process::wait(std::chrono::milliseconds timeout) {
   }
 }
 
+int walhook_process::stop(std::chrono::milliseconds timeout) {
+  const pid_t pid = pid_;
+  if (!sigterm_sent_) signal(SIGTERM);
+  const int code = wait(timeout);
+  if (code != 0) {
+    const auto result = pid == 0      ? fmt::format("it was not running (exit code {})", exit_code_)
+                        : code == -1 ? fmt::format("still running after {} ms", timeout.count())
+                                     : fmt::format("exit code {}", code);
+    MESSAGE(fmt::format("{} (pid {}) after SIGTERM: {}; the end of its log:\n{}", name_, pid, result,
+                        log_tail(16 * 1024)));
+  }
+  return code;
+}
+
 void walhook_process::kill9() {
   if (!pid_) return;
   ::kill(pid_, SIGKILL);
@@ -117,6 +160,11 @@ std::string walhook_process::log() const {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string walhook_process::log_tail(std::size_t bytes) const {
+  auto text = log();
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
 std::size_t walhook_process::count_in_log(const std::string& needle) const {
@@ -354,6 +402,12 @@ bool scenario::streaming() {
 bool scenario::acknowledged(const std::string& lsn) {
   pg::params p{slot, lsn};
   return value("SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1", p) == "t";
+}
+
+walhook_process scenario::start_walhook(std::vector<std::string> extra, std::string name) {
+  walhook_process w(run_args(url, slot, std::move(extra)), std::move(name));
+  w.start();
+  return w;
 }
 
 std::vector<relay::received_request> scenario::received(const std::string& path, unsigned status) {

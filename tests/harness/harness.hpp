@@ -34,10 +34,14 @@ std::string walhook_binary();
 /// Runs `walhook <args>` to completion; returns the exit code and fills stdout+stderr.
 int run_walhook(const std::vector<std::string>& args, std::string& output);
 
-/// `walhook run` (or any long-running walhook command) as a child process.
+/// `walhook run` (or any long-running walhook command) as a child process. It owns the process
+/// and its log file: movable, not copyable.
 class walhook_process {
  public:
+  /// `name` says which walhook a failure message is about ("standby", "shard2", …).
   explicit walhook_process(std::vector<std::string> args, std::string name = "walhook");
+  walhook_process(walhook_process&& other) noexcept;
+  walhook_process& operator=(walhook_process&& other) noexcept;  ///< SIGKILLs the process it held
   ~walhook_process();  ///< SIGKILL if still running
 
   void start();
@@ -51,10 +55,17 @@ class walhook_process {
   void signal(int sig);
   /// Waits for exit; returns the exit code (128 + signal if killed), or -1 on timeout.
   int wait(std::chrono::milliseconds timeout);
+  /// The clean stop at the end of a test: SIGTERM (unless signal() sent one already: a second
+  /// SIGTERM is walhook's forced exit), then wait(timeout). Any result but 0 MESSAGEs the name,
+  /// the result and the last 16 KB of the log. Returns wait()'s result for the test to check:
+  /// `CHECK(walhook.stop() == 0)`.
+  int stop(std::chrono::milliseconds timeout = std::chrono::seconds{30});
   /// SIGKILL and reap.
   void kill9();
   /// The process's output so far (stderr JSON log lines + stdout).
   std::string log() const;
+  /// The last `bytes` of log() (all of it if shorter), for failure messages.
+  std::string log_tail(std::size_t bytes = 8000) const;
   /// Lines of the log containing `needle`.
   std::size_t count_in_log(const std::string& needle) const;
   /// Peak resident set size so far (VmHWM from /proc), in KiB; 0 if not running.
@@ -62,10 +73,13 @@ class walhook_process {
 
  private:
   std::vector<std::string> args_;
-  std::string log_path_;
+  std::string name_;
+  std::string log_path_;  ///< empty once moved from
   pid_t pid_ = 0;
   int exit_code_ = -1;
+  bool sigterm_sent_ = false;
   void reaped(int status);
+  void release();  ///< SIGKILL if running, remove the log file
 };
 
 /// A receiver on its own io_context thread.
@@ -158,8 +172,8 @@ std::pair<unsigned, std::string> http_get(unsigned short port, const std::string
 
 namespace walhook::test {
 
-/// What most integration tests start with: a fresh migrated database with its own slot, a
-/// connection to it, and a receiver.
+/// What integration tests start with: a fresh migrated database with its own slot, a connection
+/// to it, a receiver, and `walhook run` on them (start_walhook()).
 struct scenario {
   explicit scenario(const std::string& slot_name);
   std::string slot;
@@ -178,6 +192,10 @@ struct scenario {
   bool acknowledged(const std::string& lsn);
   /// Requests the receiver got on `path` answered with `status` (0: any).
   std::vector<relay::received_request> received(const std::string& path, unsigned status = 200);
+  /// Starts `walhook run` on this database and slot (run_args(url, slot, extra)) and returns it
+  /// running, called `name` in failure messages. It does not wait for anything: each test waits
+  /// for what it needs (streaming(), a log line, a standby's wait). Stop it with stop().
+  walhook_process start_walhook(std::vector<std::string> extra = {}, std::string name = "walhook");
 };
 
 }  // namespace walhook::test

@@ -91,8 +91,6 @@ std::string publish(relay::blocking_db& db, const std::string& tenant) {
   return test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
 }
 
-std::string tail(const std::string& log) { return log.size() > 6000 ? log.substr(log.size() - 6000) : log; }
-
 }  // namespace
 
 TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down") {
@@ -115,10 +113,9 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
   json_post["Content-Type"] = "application/json";
 
   // "localhost:0": the name is resolved (loopback), the port is any free one.
-  test::walhook_process walhook(test::run_args(
-      s.url, s.slot, {"--admin-listen", "localhost:0", "--admin-token-file", token_file, "--breaker-threshold", "1000"}));
-  walhook.start();
-  INFO(tail(walhook.log()));
+  auto walhook = s.start_walhook(
+      {"--admin-listen", "localhost:0", "--admin-token-file", token_file, "--breaker-threshold", "1000"});
+  INFO(walhook.log_tail(6000));
   REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 30s));
   const auto port = walhook.admin_port();
   REQUIRE(port != 0);
@@ -191,8 +188,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
 
   // A non-loopback address without a token: refused before anything starts, naming the flag.
   {
-    test::walhook_process refused(test::run_args(s.url, s.slot, {"--admin-listen", "0.0.0.0:0"}), "refused");
-    refused.start();
+    auto refused = s.start_walhook({"--admin-listen", "0.0.0.0:0"}, "refused");
     CHECK(refused.wait(20s) == 1);
     CHECK(refused.log().find("--admin-token-file") != std::string::npos);
   }
@@ -327,9 +323,7 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
 
   // --- without a token (loopback only): a foreign Host is refused (DNS rebinding)
   {
-    test::walhook_process standby(test::run_args(s.url, s.slot, {"--admin-listen", "127.0.0.1:0", "--instance-name", "standby"}),
-                                  "standby");
-    standby.start();
+    auto standby = s.start_walhook({"--admin-listen", "127.0.0.1:0", "--instance-name", "standby"}, "standby");
     REQUIRE(test::eventually([&] { return standby.admin_port() != 0; }, 20s));
     const auto p2 = standby.admin_port();
     CHECK(call(p2, "GET", "/api/overview", {{"Host", "attacker.example:9187"}}).status == 403);

@@ -13,7 +13,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -118,16 +117,14 @@ void set_nofile(pid_t pid, rlim_t soft) {
 }  // namespace
 
 TEST_CASE("admin listener: a connection cap, backoff when descriptors run out, deliveries keep theirs") {
-  const std::string slot = "admin_limits";
-  const std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("admin_limits");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   // One endpoint per tenant: a delivery to a tenant whose endpoint has not been used yet needs a
   // new connection, i.e. a new file descriptor (pooled ones would hide the fault).
   for (const std::string tenant : {"a", "b", "c"})
     test::add_endpoint(db, tenant, rcv->url("/" + tenant), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", "127.0.0.1:0"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--admin-listen", "127.0.0.1:0"});
   REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 20s));
   const auto port = walhook.admin_port();
   REQUIRE(port != 0);
@@ -217,6 +214,5 @@ TEST_CASE("admin listener: a connection cap, backoff when descriptors run out, d
     CHECK(test::eventually([&] { return rcv->count("/c") == 1; }, 10s));
   }
 
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

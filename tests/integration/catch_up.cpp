@@ -10,7 +10,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <map>
 #include <set>
 
@@ -18,10 +17,9 @@ using namespace walhook;
 using namespace std::chrono_literals;
 
 TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung one goes through the table") {
-  const std::string slot = "catch_up";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("catch_up");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
   test::never_answer(rcv, "/hung");
   std::vector<std::string> tenants;
@@ -35,15 +33,14 @@ TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung 
 
   // walhook is down (`walhook migrate` created the slot): 20,000 one-row transactions wait in it.
   constexpr long total = 20000;
-  test::publisher pub({.url = url, .tenants = tenants, .types = {"x"}, .rate_per_second = 20000, .total = total});
+  test::publisher pub({.url = s.url, .tenants = tenants, .types = {"x"}, .rate_per_second = 20000, .total = total});
   pub.start();
   REQUIRE(pub.join(120s));
   auto events = pub.events();
   REQUIRE(events.size() == static_cast<std::size_t>(total));
 
-  test::walhook_process walhook(test::run_args(url, slot));
   auto started = std::chrono::steady_clock::now();
-  walhook.start();
+  auto walhook = s.start_walhook();
   auto healthy_received = [&] {
     std::size_t n = 0;
     for (auto& r : rcv->requests())
@@ -74,6 +71,5 @@ TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung 
                       total, seconds, total / seconds, healthy_rows, hung_rows));
   CHECK(healthy_rows == 0);
   CHECK(hung_rows > 0);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

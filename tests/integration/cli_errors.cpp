@@ -12,7 +12,6 @@
 
 #include <doctest/doctest.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -113,7 +112,9 @@ TEST_CASE("wal_level not logical") {
 
 TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish events") {
   auto& pg = test::cluster();
-  std::string url = test::fresh_database("roles");
+  test::scenario s("roles");
+  const std::string& url = s.url;
+  auto& rcv = s.rcv;
   std::string out;
   REQUIRE(relay::run_process({"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f",
                               std::string(WALHOOK_SOURCE_DIR) + "/sql/roles.sql"},
@@ -122,7 +123,6 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
     std::string u = url;
     return u.replace(u.find("postgres@"), 9, role + ":change-me@");
   };
-  test::receiver_thread rcv;
   auto added = run_cli({"endpoint", "add", "--database-url", as("walhook_admin"), "--tenant", "t", "--url", rcv->url("/a")});
   REQUIRE(added.code == 0);
   test::walhook_process relay(test::run_args(as("walhook_relay"), "roles"));
@@ -147,8 +147,7 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
   CHECK_THROWS(app.exec("SELECT * FROM walhook.deliveries"));  // the application sees nothing else
   auto status = run_cli({"status", "--database-url", as("walhook_admin")});
   CHECK(status.code == 0);
-  relay.signal(SIGTERM);
-  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  CHECK(relay.stop() == 0);
   (void)pg;
 }
 
@@ -214,12 +213,11 @@ TEST_CASE("--ca-file: an endpoint of a private CA is delivered; an unknown CA's 
 
   const auto ca_file = std::filesystem::temp_directory_path() / fmt::format("walhook-ca-{}.pem", ::getpid());
   std::ofstream(ca_file) << ca.certificate_pem;
-  const std::string url = test::fresh_database("ca_file");
-  relay::blocking_db db(url);
+  test::scenario s("ca_file");
+  auto& db = s.db;
   const auto good = test::add_endpoint(db, "t", private_ca_server.url("/hook"), delivery::generate_secret());
   const auto bad = test::add_endpoint(db, "t", unknown_ca_server.url("/hook"), delivery::generate_secret());
-  test::walhook_process relay(test::run_args(url, "ca_file", {"--ca-file", ca_file.string(), "--record", "all"}));
-  relay.start();
+  auto relay = s.start_walhook({"--ca-file", ca_file.string(), "--record", "all"}, "relay");
   REQUIRE(test::eventually([&] { return relay.count_in_log("\"replication.streaming\"") == 1; }, std::chrono::seconds(20)));
   pg::params p{"t", "order.paid", "{}"};
   test::query_value(db, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
@@ -230,8 +228,7 @@ TEST_CASE("--ca-file: an endpoint of a private CA is delivered; an unknown CA's 
   CHECK(test::eventually([&] { return status_of(good).starts_with("delivered"); }, std::chrono::seconds(20)));
   CHECK(test::eventually([&] { return status_of(bad).find("unknown CA") != std::string::npos; }, std::chrono::seconds(20)));
   MESSAGE("unknown CA endpoint: " << status_of(bad));
-  relay.signal(SIGTERM);
-  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  CHECK(relay.stop() == 0);
   std::filesystem::remove(ca_file);
 
   work.reset();

@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -110,8 +109,7 @@ std::pair<int, std::string> run_on_terminal(const std::vector<std::string>& args
 TEST_CASE("endpoint update: the columns change and the running walhook follows (the next delivery goes to the new URL)") {
   setup s("op_update");
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/old"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   s.publish("t", "order.paid", "{}");
   REQUIRE(test::eventually([&] { return s.received("/old").size() == 1; }, 20s));
@@ -162,16 +160,14 @@ TEST_CASE("endpoint update: the columns change and the running walhook follows (
   s.db.exec("DELETE FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(contact2)});
   CHECK(s.value("SELECT contact_endpoint_id IS NULL FROM walhook.endpoints WHERE id = $1", id) == "t");
   (void)filtered_out;
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("endpoint rotate-secret: both secrets sign during the grace period, then walhook drops the old one") {
   setup s("op_rotate");
   const std::string old_secret = delivery::generate_secret();
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/r"), old_secret);
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
 
   const std::string new_secret = delivery::generate_secret();
@@ -218,8 +214,7 @@ TEST_CASE("endpoint rotate-secret: both secrets sign during the grace period, th
   CHECK(s.last_output.find("--grace soon: give a duration") != std::string::npos);
   CHECK(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--secret", new_secret}) == 1);
   CHECK(s.last_output == "walhook: --secret is already one of the endpoint's secrets\n");
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("endpoint remove: refuses without --force when pending deliveries would end dead and no one can confirm") {
@@ -275,8 +270,7 @@ TEST_CASE("status: a breaker-paused endpoint shows as paused; --json writes null
   s.rcv->set_behaviour("/down", down);
   long long bad = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
   long long good = test::add_endpoint(s.db, "t", s.rcv->url("/up"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--breaker-threshold", "1", "--breaker-pause-s", "3600"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--breaker-threshold", "1", "--breaker-pause-s", "3600"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   s.publish("t", "x", "{}");
   pg::params id{std::to_string(bad)};
@@ -362,8 +356,7 @@ TEST_CASE("status: a breaker-paused endpoint shows as paused; --json writes null
   REQUIRE(s.cli({"status", "--json", "--admin-url", fmt::format("http://127.0.0.1:{}", closed)}) == 0);
   CHECK(s.last_output.find("walhook: live numbers not shown: --admin-url") != std::string::npos);
   CHECK(s.last_output.find("\"queued\":null") != std::string::npos);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("typos get the nearest command or option; run's fatal errors are JSON log lines") {
@@ -393,8 +386,7 @@ TEST_CASE("resend: a first-try success left no row; resend delivers the same web
   setup s("op_resend");
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/c"), delivery::generate_secret());
   long long other_tenant = test::add_endpoint(s.db, "u", s.rcv->url("/u"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot));  // --record failed (the default)
-  walhook.start();
+  auto walhook = s.start_walhook();  // --record failed (the default)
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::string event = s.publish("t", "x", R"({"n": 1})");
   REQUIRE(test::eventually([&] { return s.received("/c").size() == 1; }, 20s));
@@ -425,8 +417,7 @@ TEST_CASE("resend: a first-try success left no row; resend delivers the same web
                     doctest::Contains("no event 00000000-0000-0000-0000-000000000000 in walhook.outbox"));
   CHECK_THROWS_WITH(relay::operations::resend(db, 9999, event), "no endpoint with id 9999");
   CHECK_THROWS_WITH(relay::operations::resend(db, ep, "nope"), doctest::Contains("is not a UUID"));
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 
   // With walhook stopped, rows set by hand: an attempt in flight, a newer state of the merge key pending.
   s.db.exec("UPDATE walhook.deliveries SET status = 'sending' WHERE endpoint_id = $1 AND event_id = $2::uuid", key);

@@ -17,7 +17,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -110,9 +109,7 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
 
   int port = relay::free_tcp_port();
   // A low breaker threshold: the failing endpoint is paused by the breaker within the first events.
-  test::walhook_process walhook(test::run_args(sc.url, sc.slot, {"--admin-listen", fmt::format("127.0.0.1:{}", port),
-                                                                 "--breaker-threshold", "3"}));
-  walhook.start();
+  auto walhook = sc.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", port), "--breaker-threshold", "3"});
   REQUIRE(test::eventually([&] { return sc.streaming(); }, 20s));
 
   for (int i = 0; i < 3; ++i)
@@ -244,8 +241,7 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
       if (e.find("Content Security Policy") != std::string::npos) return true;
     return false;
   }, 5s));
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(20s) == 0);
+  CHECK(walhook.stop(20s) == 0);
 }
 
 TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names the operator" * doctest::skip(no_browser)) {
@@ -263,9 +259,7 @@ TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names t
   } guard{tmpl};
 
   int port = relay::free_tcp_port();
-  test::walhook_process walhook(test::run_args(sc.url, sc.slot, {"--admin-listen", fmt::format("127.0.0.1:{}", port),
-                                                                 "--admin-token-file", tmpl}));
-  walhook.start();
+  auto walhook = sc.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", port), "--admin-token-file", tmpl});
   REQUIRE(test::eventually([&] { return sc.streaming(); }, 20s));
   CHECK(test::http_get(static_cast<unsigned short>(port), "/api/endpoints").first == 401);
   CHECK(test::http_get(static_cast<unsigned short>(port), "/console/").first == 200);  // the pages load without it
@@ -311,8 +305,7 @@ TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names t
   CHECK(logged);
   for (auto& e : b.page_errors())  // the 401s before the token are expected
     if (e.find("401") == std::string::npos) MESSAGE("page error: " << e);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(20s) == 0);
+  CHECK(walhook.stop(20s) == 0);
 }
 
 TEST_CASE("screenshots of the console (WALHOOK_SCREENSHOTS_DIR)" * doctest::skip(no_browser || screenshots_dir().empty())) {
@@ -344,9 +337,7 @@ TEST_CASE("screenshots of the console (WALHOOK_SCREENSHOTS_DIR)" * doctest::skip
   sc.rcv->set_behaviour("/initech/legacy", gone_b);
 
   int port = relay::free_tcp_port();
-  test::walhook_process walhook(test::run_args(sc.url, sc.slot, {"--admin-listen", fmt::format("127.0.0.1:{}", port),
-                                                                 "--backoff-base-ms", "4000"}));
-  walhook.start();
+  auto walhook = sc.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", port), "--backoff-base-ms", "4000"});
   REQUIRE(test::eventually([&] { return sc.streaming(); }, 20s));
   const char* types[] = {"order.created", "order.paid", "order.shipped", "order.refunded"};
   for (int i = 0; i < 6; ++i)
@@ -389,6 +380,5 @@ TEST_CASE("screenshots of the console (WALHOOK_SCREENSHOTS_DIR)" * doctest::skip
   write_file(dir / "console-confirm.png", b.screenshot(false));
   close_dialog(b);
   MESSAGE("screenshots written to " << dir.string());
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(20s) == 0);
+  CHECK(walhook.stop(20s) == 0);
 }

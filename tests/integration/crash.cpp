@@ -11,7 +11,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <map>
 #include <random>
 #include <ranges>
@@ -21,10 +20,9 @@ using namespace walhook;
 using namespace std::chrono_literals;
 
 TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from crash windows") {
-  const std::string slot = "crash";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("crash");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
 
   // Two tenants, two endpoints each: every event fans out to 2 endpoints.
@@ -32,12 +30,10 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   for (auto& [tenant, ps] : paths)
     for (auto& p : ps) test::add_endpoint(db, tenant, rcv->url(p), delivery::generate_secret());
 
-  auto make = [&] { return std::make_unique<test::walhook_process>(test::run_args(url, slot)); };
-  auto walhook = make();
-  walhook->start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'crash'") == "t"; }, 20s));
 
-  test::publisher pub({.url = url, .tenants = {"a", "b"}, .types = {"x.happened"}, .rate_per_second = 1000,
+  test::publisher pub({.url = s.url, .tenants = {"a", "b"}, .types = {"x.happened"}, .rate_per_second = 1000,
                        .events_per_transaction = 1, .total = 20000});
   pub.start();
 
@@ -53,7 +49,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   for (int k = 0; k < 5; ++k) {
     ::usleep(static_cast<useconds_t>(pause_ms(rng)) * 1000);
     kill_record rec;
-    walhook->kill9();
+    walhook.kill9();
     rec.at = std::chrono::system_clock::now();
     // A request the dead process already wrote may still be read by the receiver a moment later.
     rec.late = rec.at + 500ms;
@@ -63,8 +59,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
     for (auto r = db.exec("SELECT event_id::text || '/' || endpoint_id FROM walhook.deliveries WHERE status = 'sending'"); auto i : std::views::iota(0, r.rows()))
       rec.sending.insert(std::string(r.value(i, 0)));
     kills.push_back(rec);
-    walhook = make();
-    walhook->start();
+    walhook = s.start_walhook();
   }
   REQUIRE(pub.join(120s));
   auto events = pub.events();
@@ -93,7 +88,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   bool complete = test::eventually([&] { return missing(received()) == 0; }, 120s, 200ms);
   auto got = received();
   INFO("missing deliveries: " << missing(got));
-  if (!complete) MESSAGE(walhook->log());
+  if (!complete) MESSAGE(walhook.log());
   REQUIRE(complete);
 
   // Every duplicate must be explained by a crash window.
@@ -129,8 +124,7 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
   CHECK(unexplained == 0);
   CHECK(duplicates <= window);
 
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 // Issue 8: an endpoint that accepts and never answers must not widen everyone's crash window.
@@ -138,10 +132,9 @@ TEST_CASE("kill -9 five times under load: nothing lost, duplicates only from cra
 // transactions, so the acknowledged position trails by a fraction of a second, not by the 5 s
 // attempt deadline; each kill -9 replays only that fraction of everyone's traffic.
 TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no customer holds the acknowledged position") {
-  const std::string slot = "crash_hung";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("crash_hung");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
   test::never_answer(rcv, "/hung");
   const std::vector<std::string> healthy{"/ok1", "/ok2", "/ok3"};
@@ -151,11 +144,10 @@ TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no custome
     return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'crash_hung'");
   };
 
-  auto walhook = std::make_unique<test::walhook_process>(test::run_args(url, slot));
-  walhook->start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return active() == "t"; }, 20s));
   constexpr double rate = 250;
-  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = rate, .total = 6000});
+  test::publisher pub({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = rate, .total = 6000});
   pub.start();
 
   struct kill_record {
@@ -167,14 +159,13 @@ TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no custome
   for (int k = 0; k < 4; ++k) {
     ::usleep(3'000'000);
     kill_record rec;
-    walhook->kill9();
+    walhook.kill9();
     rec.at = std::chrono::system_clock::now();
     REQUIRE(test::eventually([&] { return active() == "f"; }, 20s));
     rec.confirmed = *lsn::parse(test::query_value(db, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'crash_hung'"));
     rec.sending = std::stoul(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'sending'"));
     kills.push_back(rec);
-    walhook = std::make_unique<test::walhook_process>(test::run_args(url, slot));
-    walhook->start();
+    walhook = s.start_walhook();
     REQUIRE(test::eventually([&] { return active() == "t"; }, 20s));
   }
   REQUIRE(pub.join(120s));
@@ -194,7 +185,7 @@ TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no custome
   };
   bool complete = test::eventually([&] { return missing(received()) == 0; }, 120s, 200ms);
   auto got = received();
-  if (!complete) MESSAGE(walhook->log());
+  if (!complete) MESSAGE(walhook.log());
   REQUIRE(complete);
 
   std::size_t duplicates = 0;
@@ -223,6 +214,5 @@ TEST_CASE("kill -9 with an endpoint that never answers: nothing lost, no custome
                       events.size(), rate, duplicates, duplicates / 4.0, 0.25 * rate * 3, per_kill));
   CHECK(duplicates <= window);  // every duplicate comes from a crash window…
   CHECK(worst_lag_s < 1.0);     // …and the window is a fraction of a second, not the 5 s attempt deadline
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include <csignal>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -43,8 +42,7 @@ TEST_CASE("410 Gone disables the endpoint and the delivery is dead") {
   gone.status = 410;
   s.rcv->set_behaviour("/gone", gone);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/gone"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::string first = s.publish("t", "x", "{}");
   pg::params id{std::to_string(ep)};
@@ -57,8 +55,7 @@ TEST_CASE("410 Gone disables the endpoint and the delivery is dead") {
   pg::params ev2{later};
   CHECK(test::eventually([&] { return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1::uuid", ev2) == "pending"; }, 20s));
   CHECK(s.rcv->count("/gone") == 1);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("merge: endpoint down, 50 updates of one entity and 3 facts → the latest update once and the 3 facts") {
@@ -68,8 +65,7 @@ TEST_CASE("merge: endpoint down, 50 updates of one entity and 3 facts → the la
   s.rcv->set_behaviour("/crm", down);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/crm"), delivery::generate_secret(), {}, 1);
   // One failure opens the breaker for an hour: the endpoint is down until an operator resumes it.
-  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--breaker-threshold", "1", "--breaker-pause-s", "3600"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--breaker-threshold", "1", "--breaker-pause-s", "3600"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
 
   std::vector<std::string> updates, facts;
@@ -102,8 +98,7 @@ TEST_CASE("merge: endpoint down, 50 updates of one entity and 3 facts → the la
   CHECK(ids.count(updates.back()) == 1);  // the latest update, once
   for (auto& f : facts) CHECK(ids.count(f) == 1);
   for (std::size_t i = 0; i + 1 < updates.size(); ++i) CHECK(ids.count(updates[i]) == 0);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("circuit breaker: pause after consecutive failures, probes after the pause, a success closes it") {
@@ -112,9 +107,8 @@ TEST_CASE("circuit breaker: pause after consecutive failures, probes after the p
   down.status = 500;
   s.rcv->set_behaviour("/b", down);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/b"), delivery::generate_secret(), {}, 2);
-  test::walhook_process walhook(test::run_args(
-      s.url, s.slot, {"--breaker-threshold", "5", "--breaker-pause-s", "2", "--backoff-base-ms", "50", "--backoff-max-ms", "100"}));
-  walhook.start();
+  auto walhook = s.start_walhook(
+      {"--breaker-threshold", "5", "--breaker-pause-s", "2", "--backoff-base-ms", "50", "--backoff-max-ms", "100"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   for (int i = 0; i < 10; ++i) s.publish("t", "x", fmt::format(R"({{"i": {}}})", i));
 
@@ -140,8 +134,7 @@ TEST_CASE("circuit breaker: pause after consecutive failures, probes after the p
   CHECK(test::eventually([&] { return s.value("SELECT consecutive_failures || ' ' || (paused_until IS NULL) FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "0 true"; }, 20s));
   CHECK(walhook.count_in_log("endpoint.recovered") >= 1);
   CHECK(s.rcv->max_concurrent("/b") <= 2);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("413 is dead at once; replay sends it again with the original webhook-id") {
@@ -150,8 +143,7 @@ TEST_CASE("413 is dead at once; replay sends it again with the original webhook-
   too_large.status = 413;
   s.rcv->set_behaviour("/r", too_large);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/r"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::string event = s.publish("t", "x", R"({"big": true})");
   pg::params ev{event};
@@ -170,8 +162,7 @@ TEST_CASE("413 is dead at once; replay sends it again with the original webhook-
   CHECK(r.webhook_id == event);
   CHECK(test::eventually([&] { return s.value("SELECT status || ' ' || attempts FROM walhook.deliveries WHERE event_id = $1::uuid", ev) == "delivered 1"; }, 20s));
   (void)ep;
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("ordering = 'aggregate': one in flight per aggregate; a failing event blocks only its aggregate") {
@@ -181,8 +172,7 @@ TEST_CASE("ordering = 'aggregate': one in flight per aggregate; a failing event 
   b.fail_times = 2;
   s.rcv->set_behaviour("/o", b);
   test::add_endpoint(s.db, "t", s.rcv->url("/o"), delivery::generate_secret(), {}, 4, "aggregate");
-  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--backoff-base-ms", "600"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--backoff-base-ms", "600"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
 
   std::vector<std::string> a, bb;
@@ -202,8 +192,7 @@ TEST_CASE("ordering = 'aggregate': one in flight per aggregate; a failing event 
   CHECK(a_order == a);
   CHECK(b_last < a1_ok);
   CHECK(s.rcv->count("/o") == 12);  // 10 events + 2 failed attempts of A's first
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("auto-disable after failing continuously; pending deliveries are kept; status shows the pain") {
@@ -213,9 +202,8 @@ TEST_CASE("auto-disable after failing continuously; pending deliveries are kept;
   s.rcv->set_behaviour("/down", down);
   long long bad = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
   long long good = test::add_endpoint(s.db, "t", s.rcv->url("/up"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(
-      s.url, s.slot, {"--disable-after-s", "2", "--backoff-base-ms", "100", "--backoff-max-ms", "300", "--breaker-threshold", "1000"}));
-  walhook.start();
+  auto walhook = s.start_walhook(
+      {"--disable-after-s", "2", "--backoff-base-ms", "100", "--backoff-max-ms", "300", "--breaker-threshold", "1000"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   for (int i = 0; i < 5; ++i) s.publish("t", "x", "{}");
   pg::params id{std::to_string(bad)};
@@ -250,8 +238,7 @@ TEST_CASE("auto-disable after failing continuously; pending deliveries are kept;
   s.rcv->set_behaviour("/down", up);
   REQUIRE(s.walhook_cli({"endpoint", "enable", std::to_string(bad)}) == 0);
   CHECK(test::eventually([&] { return s.received("/down").size() == 5; }, 20s));
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("retention: outbox rows and finished deliveries older than the retention period are deleted in batches") {
@@ -265,15 +252,13 @@ TEST_CASE("retention: outbox rows and finished deliveries older than the retenti
             "SELECT 1, id, CASE WHEN seq % 2 = 0 THEN 'delivered' ELSE 'dead' END, created_at FROM walhook.outbox");
   s.db.exec("INSERT INTO walhook.deliveries (endpoint_id, event_id, status, next_attempt_at, event_created_at) "
             "VALUES (1, gen_random_uuid(), 'pending', now() + interval '1 day', now() - interval '40 days')");
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.outbox") == "10"; }, 30s));
   CHECK(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.deliveries") == "11"; }, 30s));
   CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "1");  // unfinished work is kept
   CHECK(walhook.log().find("\"retention.deleted\",\"rows\":12000") != std::string::npos);
   CHECK(s.rcv->total() == 0);  // the DELETEs are not published: nothing is delivered
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("Retry-After pauses the whole endpoint until then") {
@@ -283,8 +268,7 @@ TEST_CASE("Retry-After pauses the whole endpoint until then") {
   busy.retry_after = "2";
   s.rcv->set_behaviour("/ra", busy);
   test::add_endpoint(s.db, "t", s.rcv->url("/ra"), delivery::generate_secret(), {}, 1);
-  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--backoff-base-ms", "50"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--backoff-base-ms", "50"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   for (int i = 0; i < 5; ++i) s.publish("t", "x", fmt::format(R"({{"i": {}}})", i));
   REQUIRE(test::eventually([&] { return s.received("/ra").size() == 5; }, 30s));
@@ -295,8 +279,7 @@ TEST_CASE("Retry-After pauses the whole endpoint until then") {
   // Nothing went to the endpoint for the 2 seconds it asked for (the backoff alone is 25–50 ms).
   CHECK(all[1].received_at_us - all[0].received_at_us >= 1'900'000);
   CHECK(walhook.count_in_log("endpoint.retry_after") == 1);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing an endpoint removes its deliveries") {
@@ -306,8 +289,7 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
   redirect.location = std::string("http://x/caf\xe9\xff");
   s.rcv->set_behaviour("/loc", redirect);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/loc"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(s.url, s.slot, {"--backoff-base-ms", "60000"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--backoff-base-ms", "60000"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::string event = s.publish("t", "x", "{}");
   pg::params ev{event};
@@ -320,8 +302,7 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
   REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep), "--force"}) == 0);
   pg::params id{std::to_string(ep)};
   CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", id) == "0");
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a recorded slot position from another cluster (a restored copy) is ignored") {
@@ -332,14 +313,12 @@ TEST_CASE("a recorded slot position from another cluster (a restored copy) is ig
             "VALUES ('rule_restore', '123', 'FF/0', '1000:1000:') ON CONFLICT (slot_name) DO UPDATE "
             "SET system_id = excluded.system_id, confirmed_lsn = excluded.confirmed_lsn, "
             "delivered_snapshot = excluded.delivered_snapshot");
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::string event = s.publish("t", "x", "{}");
   CHECK(test::eventually([&] { return s.received("/a").size() == 1; }, 20s));
   CHECK(walhook.count_in_log("replication.progress_ignored") == 1);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
   CHECK(s.value("SELECT system_id <> '123' AND confirmed_lsn < 'FF/0' FROM walhook.slot_progress WHERE slot_name = 'rule_restore'") == "t");
 }
 
@@ -349,8 +328,7 @@ TEST_CASE("tenants never cross: pending deliveries of a truncated endpoint never
   down.status = 503;
   s.rcv->set_behaviour("/acme", down);
   test::add_endpoint(s.db, "acme", s.rcv->url("/acme"), delivery::generate_secret());
-  auto walhook = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "100"}));
-  walhook->start();
+  auto walhook = s.start_walhook({"--backoff-base-ms", "100"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   std::set<std::string> acme;
   for (int i = 0; i < 3; ++i) acme.insert(s.publish("acme", "x", "{}"));
@@ -360,10 +338,8 @@ TEST_CASE("tenants never cross: pending deliveries of a truncated endpoint never
   s.db.exec("TRUNCATE walhook.endpoints RESTART IDENTITY");
   auto globex = test::add_endpoint(s.db, "globex", s.rcv->url("/globex"), delivery::generate_secret());
   CHECK(globex == 1);
-  walhook->signal(SIGTERM);
-  REQUIRE(walhook->wait(30s) == 0);
-  walhook = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "100"}));
-  walhook->start();
+  REQUIRE(walhook.stop() == 0);
+  walhook = s.start_walhook({"--backoff-base-ms", "100"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   auto own = s.publish("globex", "x", "{}");
   REQUIRE(test::eventually([&] { return !s.received("/globex").empty(); }, 20s));
@@ -376,6 +352,5 @@ TEST_CASE("tenants never cross: pending deliveries of a truncated endpoint never
   for (auto& r : s.received("/globex", 0)) CHECK_FALSE(acme.contains(r.webhook_id));
   CHECK(s.received("/globex").size() == 1);
   CHECK(s.received("/globex").front().webhook_id == own);
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

@@ -8,7 +8,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <map>
 #include <set>
 
@@ -16,10 +15,9 @@ using namespace walhook;
 using namespace std::chrono_literals;
 
 TEST_CASE("1,000 events over 3 tenants and 5 endpoints arrive signed, exact, and the slot advances") {
-  const std::string slot = "e2e";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("e2e");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
 
   struct ep {
     std::string tenant, path;
@@ -44,9 +42,7 @@ TEST_CASE("1,000 events over 3 tenants and 5 endpoints arrive signed, exact, and
   int admin_port = relay::free_tcp_port();
   // No operator tenant: the outbox holds the 1,000 events only, not walhook's notices about
   // /t2/flaky (tests/integration/notifications.cpp has those).
-  test::walhook_process walhook(
-      test::run_args(url, slot, {"--admin-listen", fmt::format("127.0.0.1:{}", admin_port), "--operator-tenant", ""}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", admin_port), "--operator-tenant", ""});
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'e2e'") == "t"; }, 20s));
 
   // 1,000 events, 10 per transaction, spread over the tenants and two event types.
@@ -138,6 +134,5 @@ TEST_CASE("1,000 events over 3 tenants and 5 endpoints arrive signed, exact, and
   CHECK(metrics.find("walhook_endpoint_in_flight{endpoint=") != std::string::npos);
   if (status != 200 || metrics.find("walhook_events_total 1000") == std::string::npos) MESSAGE(metrics);
 
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(20s) == 0);
+  CHECK(walhook.stop(20s) == 0);
 }

@@ -13,7 +13,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <ctime>
 #include <map>
 #include <optional>
@@ -188,8 +187,7 @@ TEST_CASE("failover to a promoted standby: the same walhook reconnects, backfill
                       seconds_between(promote_requested, *first_after), seconds_between(promote_requested, *done_at)));
   if (!complete) MESSAGE(log);
 
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 
   // walhook's record of its position is this timeline's, never past what it acknowledged — and a
   // write of the old primary's timeline that reaches this server (a batch retried across the

@@ -9,26 +9,23 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <set>
 
 using namespace walhook;
 using namespace std::chrono_literals;
 
 TEST_CASE("a 100,000-row transaction is delivered completely with bounded memory") {
-  const std::string slot = "large";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
+  test::scenario s("large");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   // A short wal_sender_timeout: a relay that stops answering while busy would be cut off.
   db.exec("ALTER SYSTEM SET wal_sender_timeout = '5s'");
   db.exec("SELECT pg_reload_conf()");
-  test::receiver_thread rcv;
   rcv->keep_bodies(false);
   test::add_endpoint(db, "big", rcv->url("/a"), delivery::generate_secret(), {}, 16);
   test::add_endpoint(db, "big", rcv->url("/b"), delivery::generate_secret(), {}, 16);
 
-  test::walhook_process walhook(test::run_args(url, slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'large'") == "t"; }, 20s));
 
   db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) "
@@ -69,22 +66,19 @@ TEST_CASE("a 100,000-row transaction is delivered completely with bounded memory
 
   db.exec("ALTER SYSTEM RESET wal_sender_timeout");
   db.exec("SELECT pg_reload_conf()");
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("large events are bounded by bytes, not only by count: 300 events of 900 KB stay within --max-queue-bytes") {
-  const std::string slot = "large_bytes";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("large_bytes");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
   relay::receiver_behaviour slow;
   slow.delay = 20ms;  // 4 at a time: ~200 events/s, slower than walhook reads them
   rcv->set_behaviour("/a", slow);
   test::add_endpoint(db, "big", rcv->url("/a"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(url, slot, {"--max-queue-bytes", "32MiB"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--max-queue-bytes", "32MiB"});
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'large_bytes'") == "t"; }, 20s));
   const long baseline_kib = walhook.peak_rss_kib();
   // 300 × ~900 KB in one transaction: the count caps (1,000 per endpoint) would hold all of them.
@@ -101,6 +95,5 @@ TEST_CASE("large events are bounded by bytes, not only by count: 300 events of 9
   // 300 events are ~540 MB of payload and body; the budget keeps ~32 MiB of them in memory.
   CHECK(peak_kib - baseline_kib < 128 * 1024);
   CHECK(test::query_value(db, "SELECT count(*) FROM walhook.deliveries") == "0");  // waited, never spilled
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

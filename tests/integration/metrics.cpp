@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <csignal>
 #include <optional>
 #include <regex>
 
@@ -46,10 +45,9 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
 
   // A backoff of 10 minutes: each event gets exactly one attempt at /fail while the test looks.
   const int leader_port = relay::free_tcp_port();
-  test::walhook_process leader(test::run_args(
-      s.url, s.slot,
-      {"--instance-name", "leader", "--backoff-base-ms", "600000", "--admin-listen", fmt::format("127.0.0.1:{}", leader_port)}));
-  leader.start();
+  auto leader = s.start_walhook({"--instance-name", "leader", "--backoff-base-ms", "600000", "--admin-listen",
+                                 fmt::format("127.0.0.1:{}", leader_port)},
+                                "leader");
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
 
   const int events = 3;
@@ -105,9 +103,8 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
 
   // A hot standby on the same slot: it waits for the slot's lock.
   const int standby_port = relay::free_tcp_port();
-  test::walhook_process standby(test::run_args(
-      s.url, s.slot, {"--instance-name", "standby", "--admin-listen", fmt::format("127.0.0.1:{}", standby_port)}));
-  standby.start();
+  auto standby = s.start_walhook(
+      {"--instance-name", "standby", "--admin-listen", fmt::format("127.0.0.1:{}", standby_port)}, "standby");
   REQUIRE(test::eventually([&] { return standby.count_in_log("standby.waiting") > 0; }, 20s));
   auto standby_text = scrape(standby_port);
   CAPTURE(standby_text);
@@ -134,12 +131,8 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
   CHECK(sample(demoted, fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"5xx\"}}", fail_label)) == events);
   CHECK(test::eventually([&] { return sample(scrape(standby_port), age_series).has_value(); }, 10s));
 
-  standby.signal(SIGTERM);
-  CHECK(standby.wait(30s) == 0);
-  leader.signal(SIGTERM);
-  const int leader_exit = leader.wait(30s);
-  if (leader_exit != 0) MESSAGE(leader.log());  // a stop that hangs: what the demoted leader did
-  CHECK(leader_exit == 0);
+  CHECK(standby.stop() == 0);
+  CHECK(leader.stop() == 0);  // a stop that hangs: stop() shows what the demoted leader did
 }
 
 TEST_CASE("the oldest-pending query probes deliveries_open_age once per endpoint, and answers like the old aggregate") {

@@ -12,17 +12,15 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <set>
 
 using namespace walhook;
 using namespace std::chrono_literals;
 
 TEST_CASE("a slow endpoint stays within max_concurrency and healthy endpoints get everything while its queue grows") {
-  const std::string slot = "noisy";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("noisy");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
 
   constexpr int slow_limit = 2;
@@ -41,15 +39,14 @@ TEST_CASE("a slow endpoint stays within max_concurrency and healthy endpoints ge
   never.never_answer = true;  // answers after longer than the deadline: never, within it
   rcv->set_behaviour("/slow", never);
 
-  test::walhook_process walhook(test::run_args(url, slot, {"--deadline-ms", "500"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--deadline-ms", "500"});
   REQUIRE(test::eventually(
       [&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'noisy'") == "t"; }, 20s));
 
   // 250 events/s, a fifth of them for the slow endpoint; it keeps publishing until the end.
   std::vector<std::string> tenants = healthy_tenants;
   tenants.push_back("slow");
-  test::publisher pub({.url = url, .tenants = tenants, .types = {"order.created"}, .rate_per_second = 250,
+  test::publisher pub({.url = s.url, .tenants = tenants, .types = {"order.created"}, .rate_per_second = 250,
                        .events_per_transaction = 1, .total = 250 * 60});
   pub.start();
   REQUIRE(test::eventually([&] { return pub.committed() >= 1000; }, 20s));
@@ -90,7 +87,6 @@ TEST_CASE("a slow endpoint stays within max_concurrency and healthy endpoints ge
   CHECK(rcv->max_concurrent("/slow") <= static_cast<std::size_t>(slow_limit));
   for (const auto& t : healthy_tenants) CHECK(rcv->max_concurrent(path_of(t)) <= 4u);
 
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
   CHECK(rcv->max_concurrent("/slow") <= static_cast<std::size_t>(slow_limit));
 }

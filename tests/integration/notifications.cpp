@@ -15,7 +15,6 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <csignal>
 #include <sstream>
 
 using namespace walhook;
@@ -93,8 +92,7 @@ TEST_CASE("410 → walhook.endpoint.disabled, signed, to the operator tenant and
   test::add_endpoint(s.db, "walhook-operator", s.rcv->url("/ops"), ops_secret,
                      {"walhook.endpoint.disabled", "walhook.delivery.dead"});
   s.set_contact(ep, contact);
-  test::walhook_process walhook(test::run_args(s.url, s.slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   s.publish("acme", "order.paid");
 
@@ -127,8 +125,7 @@ TEST_CASE("410 → walhook.endpoint.disabled, signed, to the operator tenant and
   // The direct rows: the contact's tenant and id.
   pg::params c{std::to_string(contact)};
   CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE endpoint_id = $1 AND tenant_id = 'acme' AND event_type LIKE 'walhook.%'", c) == "2");
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
   CHECK(s.rcv->requests().size() == 1 + 1 + 1 + 2 + 2);  // /gone, /contact's order.paid, /all, and the four notices
 }
 
@@ -139,11 +136,8 @@ TEST_CASE("a failing endpoint: one walhook.endpoint.failing and one endpoint.fai
   s.rcv->set_behaviour("/down", down);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
   test::add_endpoint(s.db, "ops", s.rcv->url("/ops"), delivery::generate_secret(), {"walhook.endpoint.failing"});
-  test::walhook_process walhook(test::run_args(
-      s.url, s.slot,
-      {"--operator-tenant", "ops", "--backoff-base-ms", "20", "--backoff-max-ms", "50", "--breaker-threshold", "1000",
-       "--max-attempts", "1000"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--operator-tenant", "ops", "--backoff-base-ms", "20", "--backoff-max-ms", "50",
+                                  "--breaker-threshold", "1000", "--max-attempts", "1000"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   s.publish("t", "order.paid");
   REQUIRE(test::eventually([&] { return s.rcv->count("/down") >= 10; }, 30s));
@@ -161,8 +155,7 @@ TEST_CASE("a failing endpoint: one walhook.endpoint.failing and one endpoint.fai
   CHECK(walhook.count_in_log(R"("msg":"endpoint.failing")") == 1);
   CHECK(walhook.count_in_log(R"("level":"warn","msg":"endpoint.failing")") == 1);
   CHECK(line_with(walhook.log(), R"("msg":"endpoint.failing")").find("HTTP 503") != std::string::npos);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a failing operator endpoint causes no notification storm") {
@@ -178,9 +171,8 @@ TEST_CASE("a failing operator endpoint causes no notification storm") {
   test::add_endpoint(s.db, "t", s.rcv->url("/gone"), delivery::generate_secret());
   test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
   // Deliveries end dead after 3 attempts, the operator endpoint's too.
-  test::walhook_process walhook(test::run_args(
-      s.url, s.slot, {"--backoff-base-ms", "20", "--backoff-max-ms", "50", "--breaker-threshold", "1000", "--max-attempts", "3"}));
-  walhook.start();
+  auto walhook = s.start_walhook(
+      {"--backoff-base-ms", "20", "--backoff-max-ms", "50", "--breaker-threshold", "1000", "--max-attempts", "3"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   for (int i = 0; i < 3; ++i) s.publish("t", "order.paid");
   // /gone: disabled, dead; /down: failing, dead (the next two dead ones are counted for a minute).
@@ -192,8 +184,7 @@ TEST_CASE("a failing operator endpoint causes no notification storm") {
                 "WHERE e.tenant_id = 'walhook-operator' AND d.status = 'dead'") == "4");
   // Its failures are logged once (the streak's first), like any endpoint's.
   CHECK(walhook.count_in_log(R"("level":"warn","msg":"endpoint.failing")") == 2);  // /down and /ops
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a localhost endpoint without --allow-private-networks: a warn line names the flag") {
@@ -209,6 +200,5 @@ TEST_CASE("a localhost endpoint without --allow-private-networks: a warn line na
   const std::string line = line_with(walhook.log(), R"("msg":"endpoint.failing")");
   CHECK(line.find("walhook run --allow-private-networks") != std::string::npos);
   CHECK(s.rcv->count("/local") == 0);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

@@ -9,7 +9,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -27,17 +26,11 @@ struct setup : test::scenario {
     return value("SELECT walhook.publish($1, $2, '{}'::jsonb, merge_key => $3)", p);
   }
   std::unique_ptr<test::walhook_process> start(std::vector<std::string> extra = {}) {
-    auto w = std::make_unique<test::walhook_process>(test::run_args(url, slot, std::move(extra)));
-    w->start();
+    auto w = std::make_unique<test::walhook_process>(start_walhook(std::move(extra)));
     REQUIRE(test::eventually([&] { return streaming(); }, 20s));
     return w;
   }
 };
-
-void stop(std::unique_ptr<test::walhook_process>& w) {
-  w->signal(SIGTERM);
-  CHECK(w->wait(30s) == 0);
-}
 
 }  // namespace
 
@@ -76,12 +69,12 @@ TEST_CASE("an endpoint removed by plain SQL (DELETE, TRUNCATE … RESTART IDENTI
     MESSAGE(w->log());
   }
   REQUIRE(forgotten);
-  stop(w);
+  CHECK(w->stop() == 0);
   // After a restart, nothing of acme's reaches globex's endpoint: only its own event, once.
   w = s.start();
   s.publish("globex", "x");
   REQUIRE(test::eventually([&] { return s.received("/globex").size() == 2; }, 20s));
-  stop(w);
+  CHECK(w->stop() == 0);
   auto got = s.received("/globex", 0);
   CHECK(got.size() == 2);
   CHECK(got.front().webhook_id == own);
@@ -123,7 +116,7 @@ TEST_CASE("a delivery write the server refuses for its data ends that delivery d
   REQUIRE(test::eventually([&] { return s.count("status = 'pending'") == "20"; }, 20s));
   // The refused write did not hold the slot: everything committed is acknowledged.
   CHECK(test::eventually([&] { return s.acknowledged(after); }, 20s));
-  stop(w);
+  CHECK(w->stop() == 0);
 }
 
 TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the longest allowed still merge") {
@@ -172,7 +165,7 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
   REQUIRE(merged);
   CHECK(test::eventually([&] { return s.count("status = 'pending'") == "1"; }, 10s));
   CHECK(s.count("status = 'dead'") == "0");
-  stop(w);
+  CHECK(w->stop() == 0);
 }
 
 TEST_CASE("created_at: every year RFC 3339 can express is rendered exactly; infinite, BC and year-10000 events end dead with the reason") {
@@ -209,7 +202,7 @@ TEST_CASE("created_at: every year RFC 3339 can express is rendered exactly; infi
     CHECK(error.find("created_at") != std::string::npos);
     CHECK(error.find(reason) != std::string::npos);
   }
-  stop(w);
+  CHECK(w->stop() == 0);
   CHECK(w->count_in_log("outbox.malformed_row") == refused.size());
 }
 
@@ -227,8 +220,7 @@ TEST_CASE("retry timing holds when walhook's clock is minutes off PostgreSQL's")
     ::setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", 1);
     ::setenv("FAKETIME", offset, 1);
     ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    auto w = std::make_unique<test::walhook_process>(test::run_args(s.url, s.slot, {"--backoff-base-ms", "2000"}));
-    w->start();
+    auto w = s.start_walhook({"--backoff-base-ms", "2000"});
     ::unsetenv("LD_PRELOAD");
     ::unsetenv("FAKETIME");
     ::unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
@@ -256,7 +248,7 @@ TEST_CASE("retry timing holds when walhook's clock is minutes off PostgreSQL's")
     const double skew_s = std::stod(s.value(
         "SELECT extract(epoch FROM last_attempt_at - updated_at) FROM walhook.deliveries WHERE event_id = $1", p));
     CHECK(std::abs(skew_s - std::stod(offset)) < 30.0);
-    stop(w);
+    CHECK(w.stop() == 0);
     flaky.fail_marker = "\"type\":\"x\"";
     s.rcv->set_behaviour("/in", flaky);  // a fresh failure budget for the next round
   }
@@ -276,7 +268,7 @@ TEST_CASE("a replayed endpoint UPDATE with unchanged TOASTed columns keeps the e
   auto w = s.start();
   s.publish("t", "x");
   REQUIRE(test::eventually([&] { return s.received("/in").size() == 1; }, 20s));
-  stop(w);
+  CHECK(w->stop() == 0);
   // While walhook is down: an UPDATE that leaves the secret alone (pgoutput: 'u'), an event, and
   // the endpoint's deletion. walhook's start-up read of the table no longer has the endpoint.
   s.db.exec(fmt::format("UPDATE walhook.endpoints SET max_concurrency = 3 WHERE id = {}", id));
@@ -294,7 +286,7 @@ TEST_CASE("a replayed endpoint UPDATE with unchanged TOASTed columns keeps the e
   auto lsn = s.value("SELECT pg_current_wal_lsn()::text");
   REQUIRE(test::eventually([&] { return s.acknowledged(lsn); }, 20s));
   CHECK(s.received("/in", 0).size() == 2);
-  stop(w);
+  CHECK(w->stop() == 0);
   CHECK(w->count_in_log("invalid endpoint secret") == 0);
 }
 
@@ -337,7 +329,7 @@ TEST_CASE("work routed before an endpoint's removal gets one attempt each; failu
   CHECK(s.value("SELECT count(*) FROM walhook.endpoint_health") == "0");
   for (const auto& r : s.received("/a")) CHECK(for_a.contains(r.webhook_id));
   CHECK(s.received("/b", 0).size() <= 3);  // retried only until the stream reached the removal
-  stop(w);
+  CHECK(w->stop() == 0);
 
   // kill -9 while a removed endpoint's attempt runs: after the restart it is attempted again.
   relay::receiver_behaviour hanging;
@@ -358,7 +350,7 @@ TEST_CASE("work routed before an endpoint's removal gets one attempt each; failu
   }, 30s));
   CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1", pk).starts_with("endpoint removed"));
   REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoints_removed") == "0"; }, 20s));
-  stop(w);
+  CHECK(w->stop() == 0);
 }
 
 TEST_CASE("an endpoint created again while walhook was stopped (TRUNCATE then INSERT, or the same id) is live after the replay") {
@@ -366,7 +358,7 @@ TEST_CASE("an endpoint created again while walhook was stopped (TRUNCATE then IN
   const auto secret = delivery::generate_secret();
   test::add_endpoint(s.db, "H", s.rcv->url("/h"), secret);
   auto w = s.start();
-  stop(w);
+  CHECK(w->stop() == 0);
   // While walhook is stopped: an event, the table emptied, the same endpoint created again.
   auto before = s.publish("H", "x");
   s.db.exec("TRUNCATE walhook.endpoints RESTART IDENTITY");
@@ -390,5 +382,5 @@ TEST_CASE("an endpoint created again while walhook was stopped (TRUNCATE then IN
   bool before_seen = false;
   for (auto& r : s.received("/h")) before_seen |= r.webhook_id == before;
   CHECK(before_seen);  // committed before the TRUNCATE: still delivered
-  stop(w);
+  CHECK(w->stop() == 0);
 }

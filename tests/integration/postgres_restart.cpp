@@ -11,7 +11,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -30,18 +29,17 @@ std::size_t count_in_file(const std::string& path, const std::string& needle) {
 }
 
 void restart_under_load(const std::string& mode) {
-  const std::string slot = "restart_" + mode;
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db setup(url);
-  test::receiver_thread rcv;
+  test::scenario sc("restart_" + mode);
+  const std::string& url = sc.url;
+  const std::string& slot = sc.slot;
+  auto& rcv = sc.rcv;
   rcv->keep_bodies(false);
   test::never_answer(rcv, "/hung");
-  test::add_endpoint(setup, "t", rcv->url("/one"), delivery::generate_secret());
-  test::add_endpoint(setup, "t", rcv->url("/two"), delivery::generate_secret());
-  test::add_endpoint(setup, "t", rcv->url("/hung"), delivery::generate_secret());
+  test::add_endpoint(sc.db, "t", rcv->url("/one"), delivery::generate_secret());
+  test::add_endpoint(sc.db, "t", rcv->url("/two"), delivery::generate_secret());
+  test::add_endpoint(sc.db, "t", rcv->url("/hung"), delivery::generate_secret());
 
-  test::walhook_process walhook(test::run_args(url, slot));
-  walhook.start();
+  auto walhook = sc.start_walhook();
   auto slot_active = [&] {
     try {
       relay::blocking_db db(url);
@@ -108,8 +106,7 @@ void restart_under_load(const std::string& mode) {
   // accepting connections (generous bound: crash recovery and a loaded machine).
   for (double s : resume_s) CHECK(s < 5.0);
   CHECK(count_in_file(test::cluster().log_path(), "replication timeout") == timeouts_before);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 }  // namespace

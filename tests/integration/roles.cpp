@@ -96,8 +96,7 @@ TEST_CASE("walhook_migrator migrates a new database; the other roles run walhook
   CHECK(received.find("\"valid\": true, \"type\": \"order.paid\"") != std::string::npos);
   CHECK(received.find("\"valid\": false") == std::string::npos);
 
-  relay.signal(SIGTERM);
-  CHECK(relay.wait(std::chrono::seconds(30)) == 0);
+  CHECK(relay.stop() == 0);
   ::kill(receiver, SIGTERM);
   ::waitpid(receiver, nullptr, 0);
   std::filesystem::remove(log);

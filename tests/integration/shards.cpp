@@ -36,10 +36,8 @@ struct setup : test::scenario {
     return std::stoi(value("SELECT (hashtext($1) & 2147483647) % $2::int", pg::params{tenant, std::to_string(n)}));
   }
   std::unique_ptr<test::walhook_process> start(int k, int n, const std::string& name) {
-    auto w = std::make_unique<test::walhook_process>(
-        test::run_args(url, slot, {"--shard", fmt::format("{}/{}", k, n), "--admin-listen", "127.0.0.1:0"}), name);
-    w->start();
-    return w;
+    return std::make_unique<test::walhook_process>(
+        start_walhook({"--shard", fmt::format("{}/{}", k, n), "--admin-listen", "127.0.0.1:0"}, name));
   }
   bool slot_active(const std::string& name) {
     return value("SELECT active FROM pg_replication_slots WHERE slot_name = $1", pg::params{name}) == "t";
@@ -158,10 +156,7 @@ TEST_CASE("4 shards with a standby each: every event delivered by its tenant's s
   CHECK(backfilled <= static_cast<long>(gap_events.size()) + 50);
   MESSAGE(fmt::format("reshard 4 → 2 with {} events committed while stopped: all delivered, {} duplicates in all",
                       gap_events.size(), s.duplicates()));
-  for (auto& w : two) {
-    w->signal(SIGTERM);
-    CHECK(w->wait(30s) == 0);
-  }
+  for (auto& w : two) CHECK(w->stop() == 0);
 }
 
 TEST_CASE("--shard is checked: K/N with 0 <= K < N, and migrate --shard on an unsharded walhook points to reshard") {

@@ -11,31 +11,18 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
-
 using namespace walhook;
 using namespace std::chrono_literals;
 
-namespace {
-
-std::string tail(const std::string& log) { return log.size() > 8000 ? log.substr(log.size() - 8000) : log; }
-
-}  // namespace
-
 TEST_CASE("SIGTERM with PostgreSQL stopped: walhook gives up its unwritten writes, exits 0, leaks nothing") {
-  const std::string slot = "unreachable";
-  std::string url = test::fresh_database(slot);
-  test::receiver_thread rcv;
+  test::scenario s("unreachable");
+  auto& rcv = s.rcv;
   test::never_answer(rcv, "/hung");
-  {
-    relay::blocking_db db(url);
-    test::add_endpoint(db, "t", rcv->url("/ok"), delivery::generate_secret());
-    test::add_endpoint(db, "t", rcv->url("/hung"), delivery::generate_secret());
-  }
-  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
-  walhook.start();
-  INFO(tail(walhook.log()));  // evaluated on failure only
-  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000, .total = 300});
+  test::add_endpoint(s.db, "t", rcv->url("/ok"), delivery::generate_secret());
+  test::add_endpoint(s.db, "t", rcv->url("/hung"), delivery::generate_secret());
+  auto walhook = s.start_walhook({"--shutdown-grace-ms", "1000"});
+  INFO(walhook.log_tail());  // evaluated on failure only
+  test::publisher pub({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000, .total = 300});
   pub.start();
   REQUIRE(pub.join(30s));
   REQUIRE(test::eventually([&] { return rcv->total() >= 300; }, 30s));  // /ok has them all; /hung holds some
@@ -43,8 +30,7 @@ TEST_CASE("SIGTERM with PostgreSQL stopped: walhook gives up its unwritten write
   REQUIRE(test::cluster().stop("immediate"));
   // The hung endpoint's work has nowhere to go: the writer cannot connect.
   REQUIRE(test::eventually([&] { return walhook.count_in_log("state_store.connect_failed") > 0; }, 30s));
-  walhook.signal(SIGTERM);
-  int code = walhook.wait(60s);
+  int code = walhook.stop(60s);
   REQUIRE(test::cluster().start());
   CHECK(walhook.count_in_log("state_store.stopped_with_backlog") == 1);
   CHECK(walhook.count_in_log("shutdown.done") == 1);
@@ -52,20 +38,18 @@ TEST_CASE("SIGTERM with PostgreSQL stopped: walhook gives up its unwritten write
 }
 
 TEST_CASE("SIGTERM while every write fails (read-only database): thousands of writes given up, exits 0, leaks nothing") {
-  const std::string slot = "readonly_stop";
-  std::string url = test::fresh_database(slot);
-  test::receiver_thread rcv;
+  test::scenario s("readonly_stop");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
   test::never_answer(rcv, "/hung");
-  relay::blocking_db db(url);
   test::add_endpoint(db, "t", rcv->url("/ok"), delivery::generate_secret());
   test::add_endpoint(db, "t", rcv->url("/hung"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
-  walhook.start();
-  INFO(tail(walhook.log()));  // evaluated on failure only
+  auto walhook = s.start_walhook({"--shutdown-grace-ms", "1000"});
+  INFO(walhook.log_tail());  // evaluated on failure only
   // Streaming first: starting a session writes too (it resets 'sending' rows).
   REQUIRE(test::eventually([&] { return walhook.count_in_log("replication.streaming") > 0; }, 20s));
-  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000,
+  test::publisher pub({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 1000,
                        .events_per_transaction = 10, .total = 3000});
   pub.start();
   // The publisher's session is open before the database turns read-only; walhook's writer gets
@@ -77,30 +61,27 @@ TEST_CASE("SIGTERM while every write fails (read-only database): thousands of wr
   REQUIRE(pub.join(30s));
   // Writes fail (batch_failed; write_failed once the batch is retried one write at a time).
   REQUIRE(test::eventually([&] { return walhook.count_in_log("state_store.batch_failed") > 0; }, 30s));
-  walhook.signal(SIGTERM);
-  int code = walhook.wait(60s);
+  int code = walhook.stop(60s);
   db.exec("ALTER DATABASE readonly_stop RESET default_transaction_read_only");
   CHECK(walhook.count_in_log("state_store.stopped_with_backlog") == 1);
   CHECK(code == 0);
 }
 
 TEST_CASE("SIGTERM while another session locks walhook.deliveries: walhook still exits within its grace period") {
-  const std::string slot = "locked_stop";
-  std::string url = test::fresh_database(slot);
-  test::receiver_thread rcv;
+  test::scenario s("locked_stop");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   relay::receiver_behaviour down;
   down.status = 503;  // every delivery is written back, and claimed for retries
   rcv->set_behaviour("/down", down);
-  relay::blocking_db db(url);
   test::add_endpoint(db, "t", rcv->url("/down"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(url, slot, {"--shutdown-grace-ms", "1000"}));
-  walhook.start();
-  INFO(tail(walhook.log()));  // evaluated on failure only
+  auto walhook = s.start_walhook({"--shutdown-grace-ms", "1000"});
+  INFO(walhook.log_tail());  // evaluated on failure only
   REQUIRE(test::eventually([&] { return walhook.count_in_log("replication.streaming") > 0; }, 20s));
   for (int i = 0; i < 20; ++i) test::query_value(db, "SELECT walhook.publish('t', 'x', '{}')");
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries") == "20"; }, 20s));
   // An operator's open transaction holds the table: walhook's writes, claims and reads wait on it.
-  relay::blocking_db locker(url);
+  relay::blocking_db locker(s.url);
   locker.exec("BEGIN");
   locker.exec("LOCK TABLE walhook.deliveries IN ACCESS EXCLUSIVE MODE");
   for (int i = 0; i < 5; ++i) test::query_value(db, "SELECT walhook.publish('t', 'x', '{}')");
@@ -110,8 +91,7 @@ TEST_CASE("SIGTERM while another session locks walhook.deliveries: walhook still
                                  "AND wait_event_type = 'Lock'") == "t";
   }, 20s));
   const auto asked = std::chrono::steady_clock::now();
-  walhook.signal(SIGTERM);
-  int code = walhook.wait(60s);
+  int code = walhook.stop(60s);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
   locker.exec("ROLLBACK");
   MESSAGE(fmt::format("SIGTERM with walhook.deliveries locked: exited after {:.1f} s (grace 1 s)", took));

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <csignal>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -68,22 +67,20 @@ class lag_monitor {
 }  // namespace
 
 TEST_CASE("an endpoint that never answers cannot hold the slot back; healthy endpoints keep their latency") {
-  const std::string slot = "lag_dead";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario sc("lag_dead");
+  auto& db = sc.db;
+  auto& rcv = sc.rcv;
   rcv->keep_bodies(false);
   test::never_answer(rcv, "/dead");
   test::add_endpoint(db, "t", rcv->url("/ok1"), delivery::generate_secret());
   test::add_endpoint(db, "t", rcv->url("/ok2"), delivery::generate_secret());
   long long dead = test::add_endpoint(db, "t", rcv->url("/dead"), delivery::generate_secret());
 
-  test::walhook_process walhook(test::run_args(url, slot));  // default 5 s deadline per attempt
-  walhook.start();
+  auto walhook = sc.start_walhook();  // default 5 s deadline per attempt
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'lag_dead'") == "t"; }, 20s));
 
-  lag_monitor lag(url, slot);
-  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 4000});
+  lag_monitor lag(sc.url, sc.slot);
+  test::publisher pub({.url = sc.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 4000});
   pub.start();
   pg::params dead_id{std::to_string(dead)};
   auto pending = [&] {
@@ -124,26 +121,23 @@ TEST_CASE("an endpoint that never answers cannot hold the slot back; healthy end
   CHECK(s.n >= 2 * events.size());
   CHECK(s.p99 < 1000.0);                        // healthy endpoints are not slowed to the dead one's pace
 
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a quiet outbox on a busy database: the slot keeps up through keepalives") {
-  const std::string slot = "lag_idle";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s("lag_idle");
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
   db.exec("CREATE TABLE busy (id bigserial PRIMARY KEY, filler text)");
 
-  test::walhook_process walhook(test::run_args(url, slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'lag_idle'") == "t"; }, 20s));
 
-  lag_monitor lag(url, slot);
+  lag_monitor lag(s.url, s.slot);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
-    relay::blocking_db w(url);
+    relay::blocking_db w(s.url);
     auto until = std::chrono::steady_clock::now() + 6s;
     while (std::chrono::steady_clock::now() < until && !stop) w.exec("INSERT INTO busy (filler) SELECT repeat('x', 200) FROM generate_series(1, 20)");
   });
@@ -159,25 +153,21 @@ TEST_CASE("a quiet outbox on a busy database: the slot keeps up through keepaliv
   CHECK(caught_up);
   CHECK(lag.max_age_s() < 10.0);
   CHECK(rcv->total() == 0);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("a slot that keeps more WAL than max_wal_size is reported: a warning, /metrics gauges, /readyz detail") {
-  const std::string slot = "at_risk";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
-  test::add_endpoint(db, "t", rcv->url("/in"), delivery::generate_secret());
+  test::scenario s("at_risk");
+  auto& db = s.db;
+  test::add_endpoint(db, "t", s.rcv->url("/in"), delivery::generate_secret());
   db.exec("ALTER SYSTEM SET max_wal_size = '32MB'");  // the smallest allowed: 2 segments
   db.exec("SELECT pg_reload_conf()");
   // walhook has not run yet: the slot (made by migrate) holds WAL while the database writes 80 MB.
   db.exec("CREATE TABLE public.pad AS SELECT g, repeat(md5(g::text), 32) AS p FROM generate_series(1, 70000) g");
   db.exec("CHECKPOINT");
-  pg::params p{slot};
+  pg::params p{s.slot};
   REQUIRE(test::query_value(db, "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", p) == "extended");
-  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", "127.0.0.1:0"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--admin-listen", "127.0.0.1:0"});
   REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 20s));
   CHECK(walhook.count_in_log("\"replication.slot_at_risk\"") == 1);
   CHECK(walhook.count_in_log("\"wal_status\":\"extended\"") >= 1);
@@ -194,6 +184,5 @@ TEST_CASE("a slot that keeps more WAL than max_wal_size is reported: a warning, 
   db.exec("DROP TABLE public.pad");
   db.exec("ALTER SYSTEM RESET max_wal_size");
   db.exec("SELECT pg_reload_conf()");
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }

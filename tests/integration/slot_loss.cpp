@@ -9,7 +9,6 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <csignal>
 #include <map>
 #include <set>
 
@@ -30,8 +29,7 @@ struct setup : test::scenario {
     return ids;
   }
   std::unique_ptr<test::walhook_process> start(std::vector<std::string> extra = {}) {
-    auto w = std::make_unique<test::walhook_process>(test::run_args(url, slot, std::move(extra)));
-    w->start();
+    auto w = std::make_unique<test::walhook_process>(start_walhook(std::move(extra)));
     // Its own log, not the slot's state: the walsender of the walhook before may still be active.
     REQUIRE(test::eventually([&] { return w->count_in_log("\"replication.streaming\"") >= 1; }, 30s));
     return w;
@@ -80,8 +78,7 @@ TEST_CASE("a slot dropped while walhook is stopped: an incident, a new slot, and
   REQUIRE(test::eventually([&] { return s.all_received(before); }, 30s));
   // Give walhook time to record a delivered snapshot past these events.
   ::usleep(1500 * 1000);
-  walhook->signal(SIGTERM);
-  REQUIRE(walhook->wait(30s) == 0);
+  REQUIRE(walhook->stop() == 0);
 
   auto while_stopped = s.publish(15);  // in the old slot only
   s.drop_slot();
@@ -107,14 +104,12 @@ TEST_CASE("a slot dropped while walhook is stopped: an incident, a new slot, and
   // Events after the recovery flow through the new slot.
   auto later = s.publish(5);
   CHECK(test::eventually([&] { return s.all_received(later); }, 20s));
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 
   // A clean restart is not an incident: the new slot is there.
   walhook = s.start();
   CHECK(walhook->count_in_log("\"replication.slot_lost\"") == 0);
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }
 
 TEST_CASE("the walsender terminated and the slot dropped while streaming under load: nothing lost") {
@@ -133,8 +128,7 @@ TEST_CASE("the walsender terminated and the slot dropped while streaming under l
   CHECK(test::eventually([&] { return s.recovery("state") == "done"; }, 20s));
   MESSAGE(fmt::format("slot dropped while streaming at 300 events/s: {} events, {} backfilled, {} duplicates",
                       ids.size(), s.recovery("events"), s.duplicates()));
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }
 
 TEST_CASE("a slot invalidated by max_slot_wal_keep_size recovers without an operator") {
@@ -144,8 +138,7 @@ TEST_CASE("a slot invalidated by max_slot_wal_keep_size recovers without an oper
   auto before = s.publish(5);
   REQUIRE(test::eventually([&] { return s.all_received(before); }, 30s));
   ::usleep(1500 * 1000);
-  walhook->signal(SIGTERM);
-  REQUIRE(walhook->wait(30s) == 0);
+  REQUIRE(walhook->stop() == 0);
 
   auto while_stopped = s.publish(12);
   s.db.exec("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
@@ -169,8 +162,7 @@ TEST_CASE("a slot invalidated by max_slot_wal_keep_size recovers without an oper
   CHECK(s.value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", p) != "lost");
   auto later = s.publish(3);
   CHECK(test::eventually([&] { return s.all_received(later); }, 20s));
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }
 
 TEST_CASE("kill -9 in the middle of a backfill: it runs again, nothing lost") {
@@ -182,8 +174,7 @@ TEST_CASE("kill -9 in the middle of a backfill: it runs again, nothing lost") {
   s.add_endpoint();
   auto walhook = s.start();
   ::usleep(1500 * 1000);  // a delivered snapshot is recorded
-  walhook->signal(SIGTERM);
-  REQUIRE(walhook->wait(30s) == 0);
+  REQUIRE(walhook->stop() == 0);
   auto ids = s.publish(400);  // ~2 s to deliver at 4 × 20 ms
   s.drop_slot();
   walhook = s.start();
@@ -195,8 +186,7 @@ TEST_CASE("kill -9 in the middle of a backfill: it runs again, nothing lost") {
   CHECK(test::eventually([&] { return s.recovery("state") == "done"; }, 20s));
   CHECK(s.value("SELECT count(*) FROM walhook.recoveries") == "1");  // the same incident, run again
   MESSAGE(fmt::format("kill -9 during a 400-event backfill: {} duplicates", s.duplicates()));
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }
 
 TEST_CASE("walhook recover --since delivers a time range again through the running walhook") {
@@ -217,8 +207,7 @@ TEST_CASE("walhook recover --since delivers a time range again through the runni
   for (const auto& id : ids) CHECK(got[id] == 2);  // the same webhook-id, a second time
   CHECK(test::run_walhook({"recover", "--database-url", s.url}, out) != 0);
   CHECK(out.find("--since") != std::string::npos);
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }
 
 TEST_CASE("merge keys and aggregate order across a slot loss: the newest state wins, the order holds") {
@@ -235,8 +224,7 @@ TEST_CASE("merge keys and aggregate order across a slot loss: the newest state w
   publish("1");  // pending, for the paused endpoint
   REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "1"; }, 20s));
   ::usleep(1500 * 1000);
-  walhook->signal(SIGTERM);
-  REQUIRE(walhook->wait(30s) == 0);
+  REQUIRE(walhook->stop() == 0);
   const auto v2 = publish("2");  // in the outbox only, once the slot is gone
   s.drop_slot();
   walhook = s.start();
@@ -246,6 +234,5 @@ TEST_CASE("merge keys and aggregate order across a slot loss: the newest state w
   ::usleep(500 * 1000);
   auto got = s.received_ids();
   CHECK(got.size() == 1);  // v1 was merged into v2: the entity's newest state, once
-  walhook->signal(SIGTERM);
-  CHECK(walhook->wait(30s) == 0);
+  CHECK(walhook->stop() == 0);
 }

@@ -31,21 +31,19 @@ std::set<std::string> ids_received(test::receiver_thread& rcv, const std::string
 
 TEST_CASE("a second instance waits as a standby and takes over within 10 s of kill -9") {
   const std::string slot = "standby";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
 
-  test::walhook_process active(test::run_args(url, slot, {"--instance-name", "first"}));
-  active.start();
+  auto active = s.start_walhook({"--instance-name", "first"}, "active");
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
-  test::walhook_process standby(test::run_args(url, slot, {"--instance-name", "second"}));
-  standby.start();
+  auto standby = s.start_walhook({"--instance-name", "second"}, "standby");
   // It says it waits, and for whom; it does not crash-loop.
   REQUIRE(test::eventually([&] { return standby.count_in_log("standby.waiting") > 0; }, 20s));
   CHECK(standby.log().find("\"active_instance\":\"first\"") != std::string::npos);
 
-  test::publisher before({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
+  test::publisher before({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
   before.start();
   REQUIRE(before.join(30s));
   REQUIRE(test::eventually([&] { return ids_received(rcv, "/a").size() >= 200; }, 30s));
@@ -61,7 +59,7 @@ TEST_CASE("a second instance waits as a standby and takes over within 10 s of ki
   REQUIRE(took_over);
   CHECK(takeover_s < 10.0);
 
-  test::publisher after({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
+  test::publisher after({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 200});
   after.start();
   REQUIRE(after.join(30s));
   std::set<std::string> want;
@@ -73,15 +71,14 @@ TEST_CASE("a second instance waits as a standby and takes over within 10 s of ki
       if (!got.contains(id)) return false;
     return true;
   }, 30s));
-  standby.signal(SIGTERM);
-  CHECK(standby.wait(30s) == 0);
+  CHECK(standby.stop() == 0);
 }
 
 TEST_CASE("the lock's session is terminated: the active instance steps down at once, closes its stream, the standby takes over") {
   const std::string slot = "lock_lost";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   test::add_endpoint(db, "t", rcv->url("/a"), delivery::generate_secret());
   // Half of its answers fail: it always has pending rows, so the active instance claims all along.
   relay::receiver_behaviour flaky;
@@ -89,15 +86,14 @@ TEST_CASE("the lock's session is terminated: the active instance steps down at o
   rcv->set_behaviour("/flaky", flaky);
   test::add_endpoint(db, "t", rcv->url("/flaky"), delivery::generate_secret());
   const int first_admin = relay::free_tcp_port();
-  test::walhook_process first(test::run_args(
-      url, slot, {"--instance-name", "first", "--backoff-base-ms", "50", "--admin-listen", fmt::format("127.0.0.1:{}", first_admin)}));
-  first.start();
+  auto first = s.start_walhook(
+      {"--instance-name", "first", "--backoff-base-ms", "50", "--admin-listen", fmt::format("127.0.0.1:{}", first_admin)},
+      "first");
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
-  test::walhook_process second(test::run_args(url, slot, {"--instance-name", "second", "--backoff-base-ms", "50"}));
-  second.start();
+  auto second = s.start_walhook({"--instance-name", "second", "--backoff-base-ms", "50"}, "second");
   REQUIRE(test::eventually([&] { return second.count_in_log("standby.waiting") > 0; }, 20s));
 
-  test::publisher load({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 1200});
+  test::publisher load({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 200, .total = 1200});
   load.start();
   REQUIRE(test::eventually([&] { return load.committed() > 300; }, 30s));
   // An operator (or a failover tool) ends the active instance's lock session.
@@ -138,35 +134,31 @@ TEST_CASE("the lock's session is terminated: the active instance steps down at o
   }, 30s));
   CHECK(first.running());  // it went back to waiting, as a standby
   CHECK(test::eventually([&] { return first.count_in_log("standby.waiting") > 0; }, 10s));
-  second.signal(SIGTERM);
+  second.signal(SIGTERM);  // both at once; stop() then only waits (a second SIGTERM forces the exit)
   first.signal(SIGTERM);
-  CHECK(second.wait(30s) == 0);
-  CHECK(first.wait(30s) == 0);
+  CHECK(second.stop() == 0);
+  CHECK(first.stop() == 0);
 }
 
 TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
   const std::string slot = "shutdown";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   relay::receiver_behaviour slow;
   slow.delay = 300ms;  // attempts are in flight when SIGTERM arrives
   rcv->set_behaviour("/slow", slow);
   test::add_endpoint(db, "t", rcv->url("/fast"), delivery::generate_secret());
   test::add_endpoint(db, "t", rcv->url("/slow"), delivery::generate_secret());
 
-  test::walhook_process first(test::run_args(url, slot));
-  first.start();
+  auto first = s.start_walhook({}, "first");
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
-  test::publisher pub({.url = url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 500, .total = 500});
+  test::publisher pub({.url = s.url, .tenants = {"t"}, .types = {"x"}, .rate_per_second = 500, .total = 500});
   pub.start();
   REQUIRE(pub.join(30s));
   // Every event has been read (the fast endpoint has them all); the slow one's are in flight or queued.
   REQUIRE(test::eventually([&] { return ids_received(rcv, "/fast").size() == 500; }, 30s));
-  first.signal(SIGTERM);
-  const int exit_code = first.wait(30s);
-  if (exit_code != 0) MESSAGE(first.log().substr(first.log().size() > 6000 ? first.log().size() - 6000 : 0));
-  CHECK(exit_code == 0);
+  CHECK(first.stop() == 0);
   CHECK(first.count_in_log("shutdown.done") == 1);
 
   // Everything not delivered before the stop is persisted as pending, nothing is lost.
@@ -178,22 +170,20 @@ TEST_CASE("SIGTERM drains and exits 0; a clean restart redelivers nothing") {
 
   // The restart delivers the pending ones and re-sends nothing that was already delivered.
   std::size_t before = rcv->total();
-  test::walhook_process second(test::run_args(url, slot));
-  second.start();
+  auto second = s.start_walhook({}, "second");
   REQUIRE(test::eventually([&] { return ids_received(rcv, "/fast").size() == 500 && ids_received(rcv, "/slow").size() == 500; }, 60s));
   CHECK(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status <> 'delivered'") == "0"; }, 20s));
   std::size_t requests_after = rcv->total() - before;
   CHECK(requests_after == static_cast<std::size_t>(pending));  // exactly the pending ones, no redelivery
   CHECK(rcv->total() == 1000);
-  second.signal(SIGTERM);
-  CHECK(second.wait(30s) == 0);
+  CHECK(second.stop() == 0);
 }
 
 TEST_CASE("SIGTERM in the middle of a large transaction: it is read to its Commit, and the restart sends nothing twice") {
   const std::string slot = "shutdown_mid_txn";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   rcv->keep_bodies(false);
   relay::receiver_behaviour slow;
   slow.delay = 5ms;  // the endpoints keep up, slower than walhook reads: reading waits (back-pressure)
@@ -203,23 +193,20 @@ TEST_CASE("SIGTERM in the middle of a large transaction: it is read to its Commi
     rcv->set_behaviour(paths.back(), slow);
     test::add_endpoint(db, "big", rcv->url(paths.back()), delivery::generate_secret());
   }
-  test::walhook_process first(test::run_args(url, slot));
-  first.start();
+  auto first = s.start_walhook({}, "first");
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
   constexpr int rows = 4000;
   db.exec(fmt::format("INSERT INTO walhook.outbox (tenant_id, event_type, payload) "
                       "SELECT 'big', 'bulk.row', jsonb_build_object('n', g) FROM generate_series(1, {}) g", rows));
   // The stop arrives while the transaction is being read (its first deliveries are arriving).
   REQUIRE(test::eventually([&] { return rcv->total() > 0; }, 20s, 1ms));
-  first.signal(SIGTERM);
-  CHECK(first.wait(60s) == 0);
+  CHECK(first.stop(60s) == 0);
   REQUIRE(first.count_in_log("shutdown.finishing_transaction") == 1);  // the fault was provoked
   auto delivered_before = rcv->total();
   auto pending = std::stol(test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'"));
   MESSAGE(fmt::format("at SIGTERM: {} of {} delivered, {} persisted pending", delivered_before, rows * 8, pending));
 
-  test::walhook_process second(test::run_args(url, slot));
-  second.start();
+  auto second = s.start_walhook({}, "second");
   auto all_there = [&] {
     for (const auto& p : paths)
       if (ids_received(rcv, p).size() < static_cast<std::size_t>(rows)) return false;
@@ -230,21 +217,19 @@ TEST_CASE("SIGTERM in the middle of a large transaction: it is read to its Commi
   const auto duplicates = rcv->total() - static_cast<std::size_t>(rows) * paths.size();
   MESSAGE(fmt::format("duplicates after the restart: {}", duplicates));
   CHECK(duplicates == 0);
-  second.signal(SIGTERM);
-  CHECK(second.wait(30s) == 0);
+  CHECK(second.stop() == 0);
 }
 
 TEST_CASE("bad input never stops the stream: each becomes a clear outcome and the slot moves on") {
   const std::string slot = "badinput";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   long long bad_url = test::add_endpoint(db, "t", "http://", delivery::generate_secret());
   long long bad_secret = test::add_endpoint(db, "t", rcv->url("/badsecret"), "not-a-secret");
   test::add_endpoint(db, "t", rcv->url("/good"), delivery::generate_secret());
 
-  test::walhook_process walhook(test::run_args(url, slot, {"--max-payload-bytes", "2000"}));
-  walhook.start();
+  auto walhook = s.start_walhook({"--max-payload-bytes", "2000"});
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
 
   pg::params big{"t", "too.big", fmt::format(R"({{"blob": "{}"}})", std::string(5000, 'x'))};
@@ -272,18 +257,17 @@ TEST_CASE("bad input never stops the stream: each becomes a clear outcome and th
   pg::params p{end_lsn};
   CHECK(test::eventually([&] { return test::query_value(db, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'badinput'", p) == "t"; }, 20s));
   CHECK(walhook.count_in_log("\"replication.stream_ended\"") == 0);
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
 
 TEST_CASE("when delivery state cannot be written, the slot is not acknowledged past it; writes resume later") {
   const std::string slot = "readonly";
-  std::string url = test::fresh_database(slot);
-  relay::blocking_db db(url);
-  test::receiver_thread rcv;
+  test::scenario s(slot);
+  const std::string& url = s.url;
+  auto& db = s.db;
+  auto& rcv = s.rcv;
   long long ep = test::add_endpoint(db, "t", rcv->url("/p"), delivery::generate_secret());
-  test::walhook_process walhook(test::run_args(url, slot));
-  walhook.start();
+  auto walhook = s.start_walhook();
   REQUIRE(test::eventually([&] { return slot_active(db, slot); }, 20s));
   std::string out;
   REQUIRE(test::run_walhook({"endpoint", "pause", std::to_string(ep), "--database-url", url}, out) == 0);
@@ -310,6 +294,5 @@ TEST_CASE("when delivery state cannot be written, the slot is not acknowledged p
   // walhook reconnects its writer after a failure, so it sees the change by itself.
   CHECK(test::eventually([&] { return test::query_value(db, "SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "5"; }, 30s));
   CHECK(test::eventually(acknowledged, 20s));
-  walhook.signal(SIGTERM);
-  CHECK(walhook.wait(30s) == 0);
+  CHECK(walhook.stop() == 0);
 }
