@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/cli/commands.hpp"
+#include "relay/cli/did_you_mean.hpp"
 #include "relay/demo/demo.hpp"
 #include "relay/core/version.hpp"
 
@@ -17,71 +18,7 @@
 namespace {
 
 using namespace walhook::relay;
-
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-/// "; did you mean 'x'?" for the nearest candidate close enough to be a typo, else "".
-std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  const std::string* best = nullptr;
-  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates)
-    if (auto d = edit_distance(word, c); d < best_distance) {
-      best = &c;
-      best_distance = d;
-    }
-  return best ? "; did you mean '" + *best + "'?" : "";
-}
-
-/// An unknown command or option in argv, as one line with a suggestion ("unknown command 'sned';
-/// did you mean 'send'?"), or nullopt. Walks argv through the subcommands the way CLI11 does, so
-/// it is checked before CLI11's own first complaint (a missing required option, say) hides it.
-std::optional<std::string> unknown_word(CLI::App& app, int argc, char** argv) {
-  CLI::App* cur = &app;
-  for (int i = 1; i < argc; ++i) {
-    const std::string token = argv[i];
-    if (token == "--") break;
-    if (token.size() > 1 && token[0] == '-') {
-      const std::string name = token.substr(0, token.find('='));
-      const CLI::Option* opt = nullptr;
-      for (CLI::App* a = cur; a && !opt; a = a->get_parent()) opt = a->get_option_no_throw(name);
-      if (!opt) {
-        std::vector<std::string> names;
-        for (CLI::App* a = cur; a; a = a->get_parent())
-          for (const auto* o : a->get_options())
-            for (const auto& l : o->get_lnames()) names.push_back("--" + l);
-        return "unknown option '" + name + "'" + suggestion(name, names);
-      }
-      if (opt->get_expected_min() > 0 && token.find('=') == std::string::npos) ++i;  // its value
-      continue;
-    }
-    CLI::App* sub = nullptr;
-    std::vector<std::string> names;
-    for (auto* s : cur->get_subcommands([](CLI::App*) { return true; })) {
-      if (s->check_name(token)) sub = s;
-      names.push_back(s->get_name());
-    }
-    if (sub) {
-      cur = sub;
-      continue;
-    }
-    // A positional argument (an endpoint id) of a command without subcommands.
-    if (!names.empty()) return "unknown command '" + token + "'" + suggestion(token, names);
-  }
-  return std::nullopt;
-}
+using walhook::relay::cli::unknown_word;
 
 void add_database_url(CLI::App* cmd, std::string& url) {
   cmd->add_option("--database-url", url, "PostgreSQL URL, e.g. postgresql://walhook@db:5432/app")
