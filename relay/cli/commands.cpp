@@ -599,21 +599,21 @@ SELECT string_agg('INSERT on walhook.outbox (' || c || ')', ', ' ORDER BY c)
   FROM unnest(ARRAY['tenant_id', 'event_type', 'aggregate_id', 'merge_key', 'payload', 'endpoint_id']) AS c
  WHERE NOT has_column_privilege('walhook.outbox', c, 'INSERT'))sql");
   if (!publish.is_null(0, 0)) {
-    if (!o.operator_tenant.empty())
+    if (!o.dispatch.notifications.operator_tenant.empty())
       throw cli_error(fmt::format("{}: {} (walhook publishes its notifications to --operator-tenant \"{}\"; "
                                   "--operator-tenant \"\" turns them off)",
-                                  missing_privileges, publish.value(0, 0), o.operator_tenant));
+                                  missing_privileges, publish.value(0, 0), o.dispatch.notifications.operator_tenant));
     log::warn("preflight.notifications_off",
               {{"missing", std::string(publish.value(0, 0))},
                {"note", "walhook may not insert into walhook.outbox: no notification goes to contact endpoints"}});
-    o.contact_notifications = false;
+    o.dispatch.notifications.contacts = false;
   }
   // A walhook of another layout would deliver a second time what the current shards deliver.
   if (const int layout = operations::shard_count(db); layout != o.shard.count)
     throw cli_error(fmt::format("this database is split into {} shard(s) (walhook.shard_layout){}: run {}", layout,
                                 o.shard.sharded() ? fmt::format(", not {}", o.shard.count) : "",
                                 layout == 1 ? "without --shard" : fmt::format("with --shard K/{}", layout)));
-  for (const auto& pub : o.publications) {
+  for (const auto& pub : shard_publications(o.shard)) {
     pg::params p{pub};
     if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", p).rows() == 0)
       throw cli_error(fmt::format("publication \"{}\" does not exist: run `walhook migrate`", pub));
@@ -636,21 +636,18 @@ void fit_open_files(run_options& o) {
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
   }
   const std::size_t reserve = 256;  // PostgreSQL, the admin listener, logs, pooled idle connections
-  const std::size_t want = o.limits.max_in_flight + o.limits.max_slow_in_flight + reserve;
+  const std::size_t want = o.dispatch.limits.max_in_flight + o.dispatch.limits.max_slow_in_flight + reserve;
   if (lim.rlim_cur >= want) return;
-  const std::size_t room = lim.rlim_cur > o.limits.max_in_flight + reserve ? lim.rlim_cur - o.limits.max_in_flight - reserve : 0;
+  const std::size_t room = lim.rlim_cur > o.dispatch.limits.max_in_flight + reserve ? lim.rlim_cur - o.dispatch.limits.max_in_flight - reserve : 0;
   log::warn("run.open_files_limit", {{"limit", static_cast<std::uint64_t>(lim.rlim_cur)},
                                      {"max_slow_in_flight", static_cast<std::uint64_t>(room)},
                                      {"note", "the open files limit is too low for --max-slow-in-flight: raise it (ulimit -n)"}});
-  o.limits.max_slow_in_flight = room;
+  o.dispatch.limits.max_slow_in_flight = room;
 }
 }  // namespace
 
 int cmd_run(run_options options) {
-  if (options.shard.sharded()) {
-    options.slot = shard_slot(options.slot, options.shard);
-    options.publications = shard_publications(options.shard);
-  }
+  if (options.shard.sharded()) options.slot = shard_slot(options.slot, options.shard);
   if (!options.ca_file.empty()) {
     auto pem = delivery::read_ca_bundle(options.ca_file);
     if (!pem) {

@@ -60,30 +60,30 @@ int main(int argc, char** argv) {
   c_run->add_option("--record", record, "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
       ->check(CLI::IsMember({"failed", "all"}))
       ->capture_default_str();
-  c_run->add_option("--max-in-flight", run.limits.max_in_flight,
+  c_run->add_option("--max-in-flight", run.dispatch.limits.max_in_flight,
                     "Attempts in flight, whole process, not counting those past --max-hold-ms")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c_run->add_option("--max-slow-in-flight", run.limits.max_slow_in_flight,
+  c_run->add_option("--max-slow-in-flight", run.dispatch.limits.max_slow_in_flight,
                     "Attempts past --max-hold-ms (slow or hung endpoints) in flight at most, on top of --max-in-flight")
       ->capture_default_str();
-  c_run->add_option("--max-queue-per-endpoint", run.limits.max_queued_per_endpoint, "Deliveries waiting in memory per endpoint")
+  c_run->add_option("--max-queue-per-endpoint", run.dispatch.limits.max_queued_per_endpoint, "Deliveries waiting in memory per endpoint")
       ->capture_default_str();
-  c_run->add_option("--max-queue-total", run.limits.max_queued_total, "Deliveries waiting in memory in all")->capture_default_str();
-  long long max_wait_ms = run.max_wait_in_memory.count();
+  c_run->add_option("--max-queue-total", run.dispatch.limits.max_queued_total, "Deliveries waiting in memory in all")->capture_default_str();
+  long long max_wait_ms = run.dispatch.max_wait_in_memory.count();
   c_run->add_option("--max-wait-ms", max_wait_ms, "A delivery waiting longer in memory is persisted as pending")
       ->capture_default_str();
-  c_run->add_option("--max-batch", run.max_batch, "Writes of delivery state per PostgreSQL transaction at most")
+  c_run->add_option("--max-batch", run.store.max_batch, "Writes of delivery state per PostgreSQL transaction at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c_run->add_option("--max-queue-bytes", run.max_queued_bytes,
+  c_run->add_option("--max-queue-bytes", run.dispatch.max_queued_bytes,
                     "Bytes of event bodies held in memory at most (e.g. 256MiB, 1GiB); past it, reading the slot waits")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  c_run->add_option("--max-claim", run.max_claim, "Pending deliveries one claim takes back for one endpoint at most")
+  c_run->add_option("--max-claim", run.dispatch.max_claim, "Pending deliveries one claim takes back for one endpoint at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  long long max_hold_ms = run.max_hold.count();
+  long long max_hold_ms = run.dispatch.max_hold.count();
   c_run->add_option("--max-hold-ms", max_hold_ms,
                     "An attempt still running after this long is recorded as 'sending' so the slot's acknowledged "
                     "position can move past it")
@@ -96,33 +96,33 @@ int main(int argc, char** argv) {
   long long deadline_ms = run.http.total_deadline.count();
   c_run->add_option("--deadline-ms", deadline_ms, "Total deadline of one attempt (resolve, connect, TLS, write, response headers)")
       ->capture_default_str();
-  c_run->add_option("--max-payload-bytes", run.max_payload_bytes, "Larger request bodies end as dead deliveries")
+  c_run->add_option("--max-payload-bytes", run.dispatch.admission.max_payload_bytes, "Larger request bodies end as dead deliveries")
       ->capture_default_str();
   c_run->add_option("--ca-file", run.ca_file,
                     "PEM bundle of CA certificates to trust for https endpoints, in addition to the system's "
                     "(private CAs)");
   c_run->add_flag("--allow-private-networks", run.http.allow_private_networks,
                   "Allow endpoints on loopback, private and link-local addresses (SSRF guard off)");
-  c_run->add_option("--max-attempts", run.retry.max_attempts, "Attempts before a delivery is dead")->capture_default_str();
-  long long backoff_base_ms = run.retry.backoff_base.count();
+  c_run->add_option("--max-attempts", run.dispatch.outcomes.retry.max_attempts, "Attempts before a delivery is dead")->capture_default_str();
+  long long backoff_base_ms = run.dispatch.outcomes.retry.backoff_base.count();
   c_run->add_option("--backoff-base-ms", backoff_base_ms, "Backoff after the first failure, doubling each time (half of it jitter)")
       ->capture_default_str();
-  long long backoff_max_ms = run.retry.backoff_max.count();
+  long long backoff_max_ms = run.dispatch.outcomes.retry.backoff_max.count();
   c_run->add_option("--backoff-max-ms", backoff_max_ms, "Longest backoff")->capture_default_str();
-  long long max_age_s = run.retry.max_age.count();
+  long long max_age_s = run.dispatch.outcomes.retry.max_age.count();
   c_run->add_option("--max-age-s", max_age_s, "A delivery of an older event is dead")->capture_default_str();
-  c_run->add_option("--breaker-threshold", run.breaker.failure_threshold, "Consecutive failures that pause an endpoint")
+  c_run->add_option("--breaker-threshold", run.dispatch.outcomes.breaker.failure_threshold, "Consecutive failures that pause an endpoint")
       ->capture_default_str();
-  long long pause_s = run.breaker.pause_step.count();
+  long long pause_s = run.dispatch.outcomes.breaker.pause_step.count();
   c_run->add_option("--breaker-pause-s", pause_s, "First pause, and the extension per failed probe round")->capture_default_str();
-  long long max_pause_s = run.breaker.max_pause.count();
+  long long max_pause_s = run.dispatch.outcomes.breaker.max_pause.count();
   c_run->add_option("--breaker-max-pause-s", max_pause_s, "Longest pause")->capture_default_str();
-  long long disable_after_s = run.breaker.disable_after.count();
+  long long disable_after_s = run.dispatch.outcomes.breaker.disable_after.count();
   c_run->add_option("--disable-after-s", disable_after_s, "Failing continuously this long disables an endpoint")
       ->capture_default_str();
   long long grace_ms = run.shutdown_grace.count();
   c_run->add_option("--shutdown-grace-ms", grace_ms, "SIGTERM: time in-flight attempts get to finish")->capture_default_str();
-  long long status_ms = run.status_interval.count();
+  long long status_ms = run.stream.status_interval.count();
   c_run->add_option("--status-interval-ms", status_ms, "Standby status update at least this often")->capture_default_str();
   long long retention_days = run.retention.count() / 24;
   c_run->add_option("--retention-days", retention_days, "Outbox rows and finished deliveries are deleted after this")
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   c_run->add_option("--recent-outcomes", run.recent_outcomes,
                     "Finished attempts kept in memory for the console's \"did endpoint X get event Y?\" (0: none)")
       ->capture_default_str();
-  c_run->add_option("--operator-tenant", run.operator_tenant,
+  c_run->add_option("--operator-tenant", run.dispatch.notifications.operator_tenant,
                     "Tenant walhook publishes its notifications to (walhook.endpoint.*, walhook.delivery.dead); "
                     "\"\" = none (contact endpoints still get theirs)")
       ->capture_default_str();
@@ -334,19 +334,19 @@ int main(int argc, char** argv) {
     if (c_run->parsed()) {
       using namespace std::chrono;
       run.shard = shard_of(run_shard);
-      run.record = record == "all" ? record_mode::all : record_mode::failed;
-      run.max_wait_in_memory = milliseconds{max_wait_ms};
-      run.max_hold = milliseconds{max_hold_ms};
+      run.dispatch.outcomes.record_successes = record == "all";
+      run.dispatch.max_wait_in_memory = milliseconds{max_wait_ms};
+      run.dispatch.max_hold = milliseconds{max_hold_ms};
       run.reconnect_max = milliseconds{reconnect_max_ms};
       run.http.total_deadline = milliseconds{deadline_ms};
-      run.retry.backoff_base = milliseconds{backoff_base_ms};
-      run.retry.backoff_max = milliseconds{backoff_max_ms};
-      run.retry.max_age = seconds{max_age_s};
-      run.breaker.pause_step = seconds{pause_s};
-      run.breaker.max_pause = seconds{max_pause_s};
-      run.breaker.disable_after = seconds{disable_after_s};
+      run.dispatch.outcomes.retry.backoff_base = milliseconds{backoff_base_ms};
+      run.dispatch.outcomes.retry.backoff_max = milliseconds{backoff_max_ms};
+      run.dispatch.outcomes.retry.max_age = seconds{max_age_s};
+      run.dispatch.outcomes.breaker.pause_step = seconds{pause_s};
+      run.dispatch.outcomes.breaker.max_pause = seconds{max_pause_s};
+      run.dispatch.outcomes.breaker.disable_after = seconds{disable_after_s};
       run.shutdown_grace = milliseconds{grace_ms};
-      run.status_interval = milliseconds{status_ms};
+      run.stream.status_interval = milliseconds{status_ms};
       run.retention = hours{retention_days * 24};
       return cmd_run(std::move(run));
     }
