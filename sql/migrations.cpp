@@ -1,5 +1,7 @@
 #include "sql/migrations.hpp"
 
+#include "sql/advisory_locks.hpp"
+
 #include <fmt/format.h>
 
 namespace walhook::sql {
@@ -7,8 +9,8 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
-// Advisory lock key for migrations: an arbitrary constant ("walhook" in ASCII, truncated).
-constexpr const char* lock_sql = "SELECT pg_advisory_xact_lock(2003748971)";
+// Migrations one at a time: the advisory lock's one-bigint-key form (sql/advisory_locks.hpp).
+const std::string lock_sql = fmt::format("SELECT pg_advisory_xact_lock({})", advisory_lock_class);
 constexpr auto statement_timeout = 120s;
 }  // namespace
 

@@ -35,10 +35,13 @@ namespace walhook::sql {
 
 struct state_store_options {
   std::string conninfo;
-  std::size_t max_batch = 5000;  ///< writes per transaction at most
+  /// Writes per transaction at most (`walhook run --max-batch`: this is its default).
+  std::size_t max_batch = 1000;
   std::chrono::milliseconds statement_timeout{30000};
   std::chrono::milliseconds reconnect_min{50};
-  std::chrono::milliseconds reconnect_max{1000};
+  /// Longest wait between reconnects (`walhook run --reconnect-max-ms`: this is its default, for
+  /// the engine's sessions too).
+  std::chrono::milliseconds reconnect_max{500};
   std::string application_name = "walhook-state";
   /// Shard count and index (relay/core/shard.hpp): endpoint reads, stale-row resets and backfills keep
   /// to this shard's tenants. count <= 1: not sharded.

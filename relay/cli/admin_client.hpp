@@ -1,6 +1,7 @@
 #pragma once
 // A small blocking HTTP/1.1 client for the CLI to ask a running walhook's admin API
 // (`walhook run --admin-listen`, docs/api.md) for its live numbers. Beast stays in the .cpp.
+// The token file is read as the listener reads it (relay/admin/access.hpp, read_token_file).
 
 #include <chrono>
 #include <string>
@@ -13,9 +14,5 @@ namespace walhook::relay {
 /// timeout, HTTP 401 …) on anything else; `timeout` bounds the whole exchange.
 std::string admin_get(const std::string& base_url, const std::string& path, const std::string& token,
                       std::chrono::milliseconds timeout = std::chrono::seconds{5});
-
-/// The token in a --admin-token-file (first line, blanks trimmed). Throws cli_error if the file
-/// cannot be read or is empty.
-std::string read_token_file(const std::string& path);
 
 }  // namespace walhook::relay

@@ -50,16 +50,20 @@ namespace walhook::relay {
 class outcome_log;
 
 struct dispatcher_options {
-  delivery::scheduler_limits limits;                  ///< 64 in flight, 1000 per endpoint, 10000 in memory
+  /// Attempts in flight and deliveries queued in memory (their defaults: delivery::scheduler_limits).
+  delivery::scheduler_limits limits;
   std::chrono::milliseconds max_wait_in_memory{1000}; ///< a queued delivery waiting longer is spilled
-  std::chrono::milliseconds max_hold{250};            ///< an attempt running longer is recorded 'sending'
+  /// An attempt still running after this long is recorded as 'sending' and stops holding its
+  /// transaction's LSN (docs/architecture.md, Invariants, 9): no customer holds the acknowledged position.
+  std::chrono::milliseconds max_hold{250};
   std::chrono::milliseconds sweep_interval{50};       ///< how often the sweep runs
   std::chrono::milliseconds min_claim_interval{5};    ///< claim rounds are at least this far apart
   admission_policy admission;
   outcome_policy outcomes;
   notification_policy notifications;                  ///< where walhook's notifications go, their rate limits
   std::chrono::milliseconds claim_horizon{500};       ///< claims fetch this much of an endpoint's capacity
-  std::size_t max_claim = 200;                        ///< rows one claim takes for one endpoint at most
+  /// Rows one claim takes for one endpoint at most (small transactions keep the walsender from stalling).
+  std::size_t max_claim = 200;
   /// Bytes of events in memory (bodies and payloads, each event once) before reading the slot
   /// waits and claims stop: the counts alone let 1,000 events of 900 KB take 375 MB.
   std::size_t max_queued_bytes = std::size_t{256} << 20;

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "common/task_group.hpp"
 #include "delivery/http_client.hpp"
+#include "relay/engine/config.hpp"
 #include "relay/engine/dispatcher.hpp"
 #include "relay/core/endpoint_directory.hpp"
 #include "relay/engine/leadership.hpp"
@@ -41,53 +42,6 @@ std::string default_instance_name() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   return fmt::format("{}:{}", host, ::getpid());
-}
-
-wal::stream_options stream_options_of(const run_options& o) {
-  wal::stream_options s;
-  s.conninfo = o.database_url;
-  s.slot = o.slot;
-  s.publications = o.publications;
-  s.status_interval = o.status_interval;
-  s.application_name = "walhook " + o.instance_name;
-  s.clock = o.clock;
-  s.create_slot = false;  // a missing slot is relay/engine/recovery.hpp's to create (an incident, or the first start)
-  return s;
-}
-
-sql::state_store_options store_options_of(const run_options& o) {
-  sql::state_store_options s;
-  s.conninfo = o.database_url;
-  s.max_batch = o.max_batch;
-  s.reconnect_max = o.reconnect_max;
-  s.application_name = "walhook-state " + o.instance_name;
-  s.clock = o.clock;
-  s.shard_count = o.shard.count;
-  s.shard_index = o.shard.index;
-  return s;
-}
-
-delivery::http_client_options http_options_of(const run_options& o) {
-  auto h = o.http;
-  h.clock = o.clock;
-  return h;
-}
-
-dispatcher_options dispatcher_options_of(const run_options& o, outcome_log* recent) {
-  dispatcher_options d;
-  d.recent_outcomes = recent;
-  d.limits = o.limits;
-  d.max_wait_in_memory = o.max_wait_in_memory;
-  d.max_hold = o.max_hold;
-  d.max_claim = o.max_claim;
-  d.max_queued_bytes = o.max_queued_bytes;
-  d.admission.max_payload_bytes = o.max_payload_bytes;
-  d.outcomes.retry = o.retry;
-  d.outcomes.breaker = o.breaker;
-  d.outcomes.record_successes = o.record == record_mode::all;
-  d.notifications.operator_tenant = o.operator_tenant;
-  d.notifications.contacts = o.contact_notifications;
-  return d;
 }
 
 bool cancelled(const asio::cancellation_state& s) { return s.cancelled() != asio::cancellation_type::none; }

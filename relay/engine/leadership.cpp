@@ -1,6 +1,7 @@
 #include "relay/engine/leadership.hpp"
 
 #include "common/log.hpp"
+#include "sql/advisory_locks.hpp"
 #include "sql/session.hpp"
 
 #include <fmt/format.h>
@@ -9,10 +10,10 @@ namespace walhook::relay {
 using namespace std::chrono_literals;
 using boost::system::error_code;
 
-namespace {
-// Advisory lock (two-int form): classid = this constant, objid = hashtext(slot).
-constexpr const char* lock_class = "2003748971";
-}  // namespace
+// The lock of a slot: advisory lock, two-int form, classid = sql::advisory_lock_class, objid = hashtext(slot).
+std::string try_lock_statement() {
+  return fmt::format("SELECT pg_try_advisory_lock({}, hashtext($1))", sql::advisory_lock_class);
+}
 
 leadership::leadership(boost::asio::any_io_executor ex, leadership_options options)
     : options_(std::move(options)), conn_(ex) {}
@@ -36,7 +37,7 @@ boost::asio::awaitable<error_code> leadership::acquire() {
     co_return ec;
   }
   pg::params slot{options_.slot};
-  auto tried = co_await conn_.async_exec(fmt::format("SELECT pg_try_advisory_lock({}, hashtext($1))", lock_class), slot, 10s);
+  auto tried = co_await conn_.async_exec(try_lock_statement(), slot, 10s);
   if (!tried) co_return tried.error();
   if (tried->value(0, 0) == "t") co_return error_code{};
   auto holder = co_await conn_.async_exec(
@@ -44,7 +45,7 @@ boost::asio::awaitable<error_code> leadership::acquire() {
                   "a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
                   "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = {} "
                   "AND l.objid = hashtext($1)::oid AND l.objsubid = 2",
-                  lock_class),
+                  sql::advisory_lock_class),
       slot, 10s);
   if (holder && holder->rows() > 0) {
     std::string name(holder->value(0, 1));
@@ -60,7 +61,7 @@ boost::asio::awaitable<error_code> leadership::acquire() {
   if (cancelled_) co_return error_code(pg::errc::cancelled);
   // Block on the server until the active instance's session ends: no polling. (After a day the
   // wait times out, which closes the session; the caller starts over.)
-  auto got = co_await conn_.async_exec(fmt::format("SELECT pg_advisory_lock({}, hashtext($1))", lock_class), slot,
+  auto got = co_await conn_.async_exec(fmt::format("SELECT pg_advisory_lock({}, hashtext($1))", sql::advisory_lock_class), slot,
                                        std::chrono::hours{24});
   if (!got) co_return got.error();
   co_return error_code{};

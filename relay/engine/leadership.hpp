@@ -19,6 +19,12 @@
 
 namespace walhook::relay {
 
+/// The statement that takes slot $1's leadership lock if it is free, without waiting: one row,
+/// 't' if taken (held by the session until it ends), else 'f'. The lock is the two-int4-key
+/// advisory lock (sql::advisory_lock_class, hashtext(slot)); `walhook reshard` takes the old
+/// slots' with it, so a walhook of the old layout started meanwhile waits as a standby.
+std::string try_lock_statement();
+
 struct leadership_options {
   std::string conninfo;
   std::string slot;

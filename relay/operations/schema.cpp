@@ -50,14 +50,38 @@ exported_slot create_exported_slot(blocking_db& db, const std::string& url, cons
   return {std::string(system.value(0, 0)), std::string(created.value(0, 1)), std::string(snapshot.value(0, 0))};
 }
 
-void migrate(const migrate_request& a, const std::function<void(const std::string&)>& say) {
-  // The migrations run on the async connection, driven to completion here.
+void ensure_shard_publications(blocking_db& db, shard_spec shard, const std::function<void(const std::string&)>& say) {
+  if (!shard.sharded()) return;
+  const auto names = shard_publications(shard);
+  const auto ddl = shard_publication_ddl(shard);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", pg::params{names[i]}).rows() > 0) continue;
+    db.exec(ddl[i]);
+    say(fmt::format("created publication {} (shard {} of {})", names[i], shard.index, shard.count));
+  }
+}
+
+void record_shard_layout(blocking_db& db, int shards) {
+  if (shards == 1)
+    db.exec("DELETE FROM walhook.shard_layout");
+  else
+    db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO UPDATE SET shards = "
+            "excluded.shards, changed_at = now()",
+            pg::params{std::to_string(shards)});
+}
+
+namespace {
+
+using say_fn = std::function<void(const std::string&)>;
+
+/// The migrations, on the async connection driven to completion here; says what it applied.
+void apply_migrations(const std::string& url, const say_fn& say) {
   asio::io_context ioc;
   pg::connection conn(ioc.get_executor());
   auto fut = asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<boost::system::result<sql::migrate_report>> {
-        if (auto ec = co_await conn.async_connect(a.database_url, 10s)) co_return ec;
+        if (auto ec = co_await conn.async_connect(url, 10s)) co_return ec;
         co_return co_await sql::migrate(conn);
       },
       asio::use_future);
@@ -70,30 +94,64 @@ void migrate(const migrate_request& a, const std::function<void(const std::strin
   }
   for (const auto& name : report->applied) say("applied " + name);
   say(fmt::format("schema version {}{}", report->current_version, report->applied.empty() ? " (up to date)" : ""));
-  blocking_db db(a.database_url);
-  if (a.shard.sharded()) {
-    // The first shard migrated sets the layout; another count needs walhook reshard.
-    if (db.exec("SELECT 1 FROM walhook.slot_progress WHERE slot_name = $1 AND NOT EXISTS (SELECT 1 FROM walhook.shard_layout)",
-                pg::params{a.slot})
-            .rows() > 0)
-      throw conflict(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
-                                 "--to {}, which loses nothing",
-                                 a.slot, a.shard.count));
-    db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO NOTHING",
-            pg::params{std::to_string(a.shard.count)});
-    if (const int shards = shard_count(db); shards != a.shard.count)
-      throw conflict(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
-                                 shards, a.shard.count, shards, a.shard.count));
-    // The shard's row-filtered publications (relay/shard.hpp), once.
-    const auto names = shard_publications(a.shard);
-    const auto ddl = shard_publication_ddl(a.shard);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      if (db.exec("SELECT 1 FROM pg_publication WHERE pubname = $1", pg::params{names[i]}).rows() > 0) continue;
-      db.exec(ddl[i]);
-      say(fmt::format("created publication {} (shard {} of {})", names[i], a.shard.index, a.shard.count));
-    }
+}
+
+/// --shard K/N: the first shard migrated sets the layout (another count needs walhook reshard),
+/// and the shard's row-filtered publications (relay/core/shard.hpp) are created once.
+void set_up_shard(blocking_db& db, const migrate_request& a, const say_fn& say) {
+  if (db.exec("SELECT 1 FROM walhook.slot_progress WHERE slot_name = $1 AND NOT EXISTS (SELECT 1 FROM walhook.shard_layout)",
+              pg::params{a.slot})
+          .rows() > 0)
+    throw conflict(fmt::format("walhook already runs unsharded here (slot {}): split it with walhook reshard --from 1 "
+                                "--to {}, which loses nothing",
+                                a.slot, a.shard.count));
+  db.exec("INSERT INTO walhook.shard_layout (shards) VALUES ($1) ON CONFLICT (singleton) DO NOTHING",
+          pg::params{std::to_string(a.shard.count)});
+  if (const int shards = shard_count(db); shards != a.shard.count)
+    throw conflict(fmt::format("this database is split into {} shards: --shard K/{} needs walhook reshard --from {} --to {}",
+                                shards, a.shard.count, shards, a.shard.count));
+  ensure_shard_publications(db, a.shard, say);
+}
+
+/// An existing slot of this name: fine if it is this database's and pgoutput (says so), else a
+/// conflict. False if there is none.
+bool slot_exists(blocking_db& db, const std::string& slot_name, const say_fn& say) {
+  // Slot names are cluster-wide: one of another database is not walhook's here.
+  auto exists = db.exec("SELECT plugin, database, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
+                        pg::params{slot_name});
+  if (exists.rows() == 0) return false;
+  if (exists.value(0, 2) != "t")
+    throw conflict(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
+                                "give this database's walhook another --slot",
+                                slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
+  if (exists.value(0, 0) != "pgoutput")
+    throw conflict(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
+  say("replication slot " + slot_name + " exists");
+  say(wal_keep_advice(db));
+  return true;
+}
+
+/// Whether walhook streamed `slot_name` on this cluster before. A slot that is gone now is an
+/// incident: `walhook run` records it and backfills what the lost slot held; creating the slot
+/// here would hide the incident, and lose those events. A record of another cluster (a pg_dump
+/// copy, pg_upgrade) does not count: run ignores it too.
+bool streamed_before(blocking_db& db, const std::string& url, const std::string& slot_name) {
+  std::string system_id;
+  {
+    blocking_db repl(url, "walhook-migrate", true);
+    system_id = std::string(repl.simple("IDENTIFY_SYSTEM").value(0, 0));
   }
-  if (!a.create_slot) return;
+  return db.exec(R"sql(
+SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1 AND p.system_id = $2
+UNION ALL
+SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot')sql",
+                 pg::params{slot_name, system_id})
+             .rows() > 0;
+}
+
+/// The slot of `a` (the shard's), unless it exists, walhook streamed it here before, or the
+/// database is sharded and `a` is not.
+void create_slot(blocking_db& db, const migrate_request& a, const say_fn& say) {
   const int shards = shard_count(db);
   if (!a.shard.sharded() && shards != 1) {
     say(fmt::format("this database is split into {} shards: no unsharded slot created (use walhook migrate --shard K/{})",
@@ -101,36 +159,8 @@ void migrate(const migrate_request& a, const std::function<void(const std::strin
     return;
   }
   const std::string slot_name = shard_slot(a.slot, a.shard);
-  pg::params slot{slot_name};
-  // Slot names are cluster-wide: one of another database is not walhook's here.
-  auto exists = db.exec("SELECT plugin, database, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
-                        slot);
-  if (exists.rows() > 0) {
-    if (exists.value(0, 2) != "t")
-      throw conflict(fmt::format("replication slot \"{}\" belongs to database \"{}\" (slot names are cluster-wide): "
-                                 "give this database's walhook another --slot",
-                                 slot_name, exists.is_null(0, 1) ? "(physical)" : std::string(exists.value(0, 1))));
-    if (exists.value(0, 0) != "pgoutput")
-      throw conflict(fmt::format("replication slot \"{}\" exists with plugin '{}', not pgoutput", slot_name, exists.value(0, 0)));
-    say("replication slot " + slot_name + " exists");
-    say(wal_keep_advice(db));
-    return;
-  }
-  // A slot walhook streamed on this cluster that is gone now is an incident: `walhook run` records
-  // it and backfills what the lost slot held. Creating the slot here would hide the incident, and
-  // lose those events. A record of another cluster (a pg_dump copy, pg_upgrade) does not count:
-  // run ignores it too, so the slot is created here as on a first start.
-  std::string system_id;
-  {
-    blocking_db repl(a.database_url, "walhook-migrate", true);
-    system_id = std::string(repl.simple("IDENTIFY_SYSTEM").value(0, 0));
-  }
-  auto streamed_before = db.exec(R"sql(
-SELECT 1 FROM walhook.slot_progress p WHERE p.slot_name = $1 AND p.system_id = $2
-UNION ALL
-SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot')sql",
-                                 pg::params{slot_name, system_id});
-  if (streamed_before.rows() > 0) {
+  if (slot_exists(db, slot_name, say)) return;
+  if (streamed_before(db, a.database_url, slot_name)) {
     say("replication slot " + slot_name + " is missing, but walhook streamed it here before: not creating it; walhook run "
         "recovers (it records the incident and delivers from the outbox what the lost slot held)");
     return;
@@ -138,8 +168,8 @@ SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot
   auto level = db.exec("SELECT current_setting('wal_level')");
   if (level.value(0, 0) != "logical")
     throw conflict(fmt::format("wal_level is '{}': walhook needs wal_level = logical to create its replication slot "
-                               "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
-                               level.value(0, 0)));
+                                "(ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)",
+                                level.value(0, 0)));
   try {
     // A new slot starts a new history: a recorded position (e.g. from a restored copy) is void.
     auto x = create_exported_slot(db, a.database_url, slot_name);
@@ -149,6 +179,15 @@ SELECT 1 FROM walhook.recoveries WHERE slot_name = $1 AND state = 'creating_slot
   }
   say("created replication slot " + slot_name + " (pgoutput): events published from now on are kept for walhook");
   say(wal_keep_advice(db));
+}
+
+}  // namespace
+
+void migrate(const migrate_request& a, const std::function<void(const std::string&)>& say) {
+  apply_migrations(a.database_url, say);
+  blocking_db db(a.database_url);
+  if (a.shard.sharded()) set_up_shard(db, a, say);
+  if (a.create_slot) create_slot(db, a, say);
 }
 
 }  // namespace walhook::relay::operations

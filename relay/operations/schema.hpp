@@ -6,6 +6,7 @@
 
 #include "relay/core/shard.hpp"
 #include "relay/operations/blocking_db.hpp"
+#include "wal/replication_stream.hpp"
 
 #include <functional>
 #include <string>
@@ -34,9 +35,16 @@ struct exported_slot {
 /// lost slot held (relay/engine/recovery.hpp). Throws cli_error with the server's message.
 exported_slot create_exported_slot(blocking_db& db, const std::string& url, const std::string& slot);
 
+/// Creates the shard's row-filtered publications (shard_publication_ddl) that do not exist yet,
+/// saying so for each; nothing when `shard` is not sharded.
+void ensure_shard_publications(blocking_db& db, shard_spec shard, const std::function<void(const std::string&)>& say);
+
+/// Records the number of shards in walhook.shard_layout (1: no row, as before any sharding).
+void record_shard_layout(blocking_db& db, int shards);
+
 struct migrate_request {
   std::string database_url;
-  std::string slot = "walhook";
+  std::string slot = wal::stream_options{}.slot;  ///< --slot (its default is the stream's)
   bool create_slot = true;
   shard_spec shard;  ///< --shard K/N: also the shard's publications, and the slot `<slot>_K_of_N`
 };

@@ -1,0 +1,298 @@
+// `walhook endpoint add|list|enable|disable|pause|resume|remove|update|rotate-secret`: customer
+// endpoints, through relay/operations/operations.hpp where the admin API does the same.
+
+#include "delivery/signing.hpp"
+#include "delivery/url.hpp"
+#include "relay/cli/commands.hpp"
+#include "relay/cli/flags.hpp"
+#include "relay/operations/blocking_db.hpp"
+#include "relay/operations/operations.hpp"
+#include "relay/operations/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include <unistd.h>
+
+namespace walhook::relay::cli {
+
+namespace {
+
+/// "endpoint 3: resumed; 12 deliveries due now" and the change's note.
+void print_change(const operations::change& c, const char* what = "deliveries due now") {
+  std::cout << fmt::format("endpoint {}: {}", c.endpoint_id, c.action);
+  if (c.deliveries > 0) std::cout << fmt::format("; {} {}", c.deliveries, what);
+  std::cout << "\n";
+  if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
+}
+
+// ---------------------------------------------------------------------------------------- add
+
+struct add_args {
+  std::string database_url;
+  std::string tenant;
+  std::string url;
+  std::string secret;  ///< empty: generate one
+  int max_concurrency = 4;
+  std::vector<std::string> event_types;  ///< empty: all types
+  std::string ordering = "none";
+  std::string description;
+  long long contact_endpoint_id = 0;  ///< where notifications about it go, if `contact` was given
+  CLI::Option* contact = nullptr;
+};
+
+/// Prints "id: N" and "secret: whsec_…".
+int add(const add_args& a) {
+  if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
+  operations::check_url(a.url);
+  if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
+  if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
+  const auto types = operations::clean_event_types(a.event_types);
+  std::string secret = a.secret.empty() ? delivery::generate_secret() : a.secret;
+  if (!delivery::parse_secrets(secret))
+    throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
+  blocking_db db(a.database_url);
+  operations::require_schema(db);
+  const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
+  if (contact && db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", pg::params{*contact}).rows() == 0)
+    throw cli_error(fmt::format("--contact-endpoint: no endpoint with id {}", a.contact_endpoint_id));
+  pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
+               types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
+               a.ordering, text_or_null(a.description), contact};
+  auto r = db.exec(
+      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
+      "contact_endpoint_id) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint) RETURNING id",
+      p);
+  std::cout << "id: " << r.value(0, 0) << "\nsecret: " << secret << "\n";
+  return 0;
+}
+
+command add_add(CLI::App* endpoint) {
+  auto a = std::make_shared<add_args>();
+  auto* c = endpoint->add_subcommand("add", "Add an endpoint; prints its id and signing secret");
+  add_database_url(c, a->database_url);
+  c->add_option("--tenant", a->tenant, "Tenant whose events go to this endpoint")->required();
+  c->add_option("--url", a->url, "http:// or https:// URL that receives the POSTs")->required();
+  c->add_option("--secret", a->secret, "whsec_… signing secret (default: generated)");
+  c->add_option("--max-concurrency", a->max_concurrency, "Attempts in flight to this endpoint at most")->capture_default_str();
+  c->add_option("--event-types", a->event_types,
+                "Only these event types: comma-separated, exact match of event_type (no wildcards); default all")
+      ->delimiter(',');
+  c->add_option("--ordering", a->ordering, "none, or aggregate: one delivery in flight per aggregate_id")
+      ->check(CLI::IsMember({"none", "aggregate"}))
+      ->capture_default_str();
+  c->add_option("--description", a->description, "Free text for operators");
+  a->contact = c->add_option("--contact-endpoint", a->contact_endpoint_id,
+                             "Endpoint that receives the walhook.endpoint.* notifications about this one");
+  return {c, [a] { return add(*a); }};
+}
+
+// --------------------------------------------------------------------------------------- list
+
+command add_list(CLI::App* endpoint) {
+  struct state {
+    std::string database_url;
+    std::string tenant;
+  };
+  auto s = std::make_shared<state>();
+  auto* c = endpoint->add_subcommand("list", "List endpoints");
+  add_database_url(c, s->database_url);
+  c->add_option("--tenant", s->tenant, "Only this tenant");
+  return {c, [s] {
+            blocking_db db(s->database_url);
+            operations::require_schema(db);
+            auto r = db.exec(
+                "SELECT id, tenant_id, status, max_concurrency, ordering, coalesce(array_to_string(event_types, ','), "
+                "'*'), url FROM walhook.endpoints WHERE $1::text IS NULL OR tenant_id = $1 ORDER BY id",
+                pg::params{text_or_null(s->tenant)});
+            const auto line = [](const auto&... v) {
+              return fmt::format("{:>6}  {:<16} {:<9} {:>4}  {:<9} {:<24} {}\n", v...);
+            };
+            std::cout << line("id", "tenant", "status", "conc", "ordering", "event types", "url");
+            for (int i = 0; i < r.rows(); ++i)
+              std::cout << line(r.value(i, 0), r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5),
+                                delivery::redact_url(r.value(i, 6)));
+            return 0;
+          }};
+}
+
+// ------------------------------------------------------------- enable, disable, pause, resume
+
+/// A verb on one endpoint, given by its id: --database-url and the positional id.
+struct one_endpoint {
+  std::string database_url;
+  long long id = 0;
+};
+
+CLI::App* add_one_endpoint_verb(CLI::App* endpoint, const char* verb, const char* help, one_endpoint& e) {
+  auto* c = endpoint->add_subcommand(verb, help);
+  add_database_url(c, e.database_url);
+  c->add_option("id", e.id, "Endpoint id")->required();
+  return c;
+}
+
+/// action: enable | disable | pause | resume (operations::set_status); prints what changed.
+command add_set_status(CLI::App* endpoint, const char* action, const char* help) {
+  auto e = std::make_shared<one_endpoint>();
+  auto* c = add_one_endpoint_verb(endpoint, action, help, *e);
+  return {c, [e, action = std::string(action)] {
+            blocking_db db(e->database_url);
+            operations::require_schema(db);
+            print_change(operations::set_status(db, e->id, action));
+            return 0;
+          }};
+}
+
+// ------------------------------------------------------------------------------------- remove
+
+/// Removes an endpoint. With open deliveries and without --force: asks on a terminal (stdin),
+/// and refuses (cli_error naming --force) when stdin is not one.
+int remove(const one_endpoint& e, bool force) {
+  blocking_db db(e.database_url);
+  operations::require_schema(db);
+  if (const auto pending = force ? 0 : operations::open_deliveries(db, e.id); pending > 0) {
+    const std::string question = fmt::format("endpoint {} has {} pending deliver{}; removing it ends {}.", e.id, pending,
+                                             pending == 1 ? "y" : "ies", pending == 1 ? "it" : "them");
+    if (!::isatty(STDIN_FILENO)) throw cli_error(question + " Not removed: confirm on a terminal, or give --force");
+    std::cerr << question << " Remove it? [y/N] " << std::flush;
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != "y" && answer != "Y" && answer != "yes") {
+      std::cerr << "not removed\n";
+      return 1;
+    }
+  }
+  auto c = operations::remove(db, e.id);
+  print_change(c, c.deliveries == 1 ? "open delivery ended dead" : "open deliveries ended dead");
+  return 0;
+}
+
+command add_remove(CLI::App* endpoint) {
+  struct state {
+    one_endpoint e;
+    bool force = false;
+  };
+  auto s = std::make_shared<state>();
+  auto* c = add_one_endpoint_verb(endpoint, "remove",
+                                  "Remove an endpoint; its pending deliveries end dead (asks first if there are any; "
+                                  "--force does not ask)",
+                                  s->e);
+  c->add_flag("--force", s->force, "Remove without asking, even with pending deliveries");
+  return {c, [s] { return remove(s->e, s->force); }};
+}
+
+// ------------------------------------------------------------------------------------- update
+
+struct update_args {
+  one_endpoint e;
+  std::string url, description, contact;
+  std::vector<std::string> types;
+  int concurrency = 0;
+  CLI::Option *o_url = nullptr, *o_types = nullptr, *o_concurrency = nullptr, *o_description = nullptr,
+              *o_contact = nullptr;
+};
+
+/// --contact-endpoint ID or none.
+std::optional<std::int64_t> contact_flag(const std::string& text) {
+  if (text == "none") return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const auto id = std::stoll(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing");
+    return id;
+  } catch (const std::logic_error&) {
+    throw cli_error("--contact-endpoint must be an endpoint id or none");
+  }
+}
+
+/// Changes the given columns (operations::update); walhook run follows through the stream.
+int update(const update_args& a) {
+  operations::endpoint_update u;
+  if (a.o_url->count()) u.url = a.url;
+  if (a.o_types->count()) {
+    const bool all = std::all_of(a.types.begin(), a.types.end(), [](const auto& t) { return t.empty(); });
+    u.event_types = all ? std::vector<std::string>{} : a.types;  // --event-types "": all types
+  }
+  if (a.o_concurrency->count()) u.max_concurrency = a.concurrency;
+  if (a.o_description->count()) u.description = a.description;
+  if (a.o_contact->count()) u.contact_endpoint_id = contact_flag(a.contact);
+  blocking_db db(a.e.database_url);
+  operations::require_schema(db);
+  print_change(operations::update(db, a.e.id, u));
+  return 0;
+}
+
+command add_update(CLI::App* endpoint) {
+  auto a = std::make_shared<update_args>();
+  auto* c = add_one_endpoint_verb(endpoint, "update",
+                                  "Change an endpoint's URL, event types, concurrency, description or contact endpoint "
+                                  "(walhook run follows at once)",
+                                  a->e);
+  a->o_url = c->add_option("--url", a->url, "http:// or https:// URL that receives the POSTs");
+  a->o_types = c->add_option("--event-types", a->types,
+                             "Only these event types: comma-separated, exact match of event_type (no wildcards); \"\" "
+                             "for all")
+                   ->delimiter(',');
+  a->o_concurrency = c->add_option("--max-concurrency", a->concurrency, "Attempts in flight to this endpoint at most");
+  a->o_description = c->add_option("--description", a->description, "Free text for operators");
+  a->o_contact =
+      c->add_option("--contact-endpoint", a->contact, "Endpoint that receives the notifications about this one, or none");
+  return {c, [a] { return update(*a); }};
+}
+
+// ------------------------------------------------------------------------------ rotate-secret
+
+/// New secret first, the old ones valid for --grace; prints the new secret and when the old
+/// ones stop being valid.
+command add_rotate_secret(CLI::App* endpoint) {
+  struct state {
+    one_endpoint e;
+    std::string grace = "24h";
+    std::string secret;
+  };
+  auto s = std::make_shared<state>();
+  auto* c = add_one_endpoint_verb(endpoint, "rotate-secret",
+                                  "New signing secret; the old one stays valid (deliveries carry both signatures) for "
+                                  "--grace, then walhook run drops it",
+                                  s->e);
+  c->add_option("--grace", s->grace, "How long the old secret stays valid (e.g. 24h, 90m, 7d)")->capture_default_str();
+  c->add_option("--secret", s->secret, "The new whsec_… secret (default: generated)");
+  return {c, [s] {
+            const auto grace = parse_duration(s->grace, "--grace");
+            blocking_db db(s->e.database_url);
+            operations::require_schema(db);
+            auto r = operations::rotate_secret(db, s->e.id, grace, s->secret);
+            std::cout << "secret: " << r.secret << "\n"
+                      << fmt::format("endpoint {}: deliveries are signed with the new secret and the old one(s) until "
+                                     "{}; walhook run then drops the old ones\n",
+                                     s->e.id, r.grace_until);
+            return 0;
+          }};
+}
+
+}  // namespace
+
+command add_endpoint(CLI::App& app) {
+  auto* c = app.add_subcommand("endpoint", "Manage customer endpoints");
+  c->require_subcommand(1);
+  std::vector<command> verbs{add_add(c), add_list(c)};
+  for (auto [action, help] : {std::pair{"enable", "Enable an endpoint (closes its circuit breaker; pending deliveries due now)"},
+                              std::pair{"disable", "Disable an endpoint (its deliveries wait, pending)"},
+                              std::pair{"pause", "Pause an endpoint (its deliveries wait, pending)"},
+                              std::pair{"resume", "Resume an endpoint: closes its circuit breaker and retries its pending "
+                                                  "deliveries now (\"retry pending now\")"}})
+    verbs.push_back(add_set_status(c, action, help));
+  verbs.push_back(add_remove(c));
+  verbs.push_back(add_update(c));
+  verbs.push_back(add_rotate_secret(c));
+  return {c, [verbs] {
+            for (const auto& v : verbs)
+              if (v.app->parsed()) return v.run();
+            return 0;
+          }};
+}
+
+}  // namespace walhook::relay::cli

@@ -1,0 +1,60 @@
+#include "relay/cli/flags.hpp"
+
+#include "relay/operations/blocking_db.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+namespace walhook::relay::cli {
+
+CLI::Option* add_database_url(CLI::App* cmd, std::string& url) {
+  return cmd->add_option("--database-url", url, "PostgreSQL URL, e.g. postgresql://walhook@db:5432/app")
+      ->envname("WALHOOK_DATABASE_URL")
+      ->required();
+}
+
+std::chrono::seconds parse_duration(const std::string& text, const std::string& flag) {
+  long long total = 0;
+  std::size_t i = 0;
+  const auto bad = [&] {
+    return cli_error(fmt::format("{} {}: give a duration such as 24h, 90m, 30s, 7d or 1h30m", flag, text));
+  };
+  if (text.empty()) throw bad();
+  while (i < text.size()) {
+    std::size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j == i || j - i > 9) throw bad();
+    const long long n = std::stoll(text.substr(i, j - i));
+    long long unit = 1;
+    if (j < text.size()) {
+      switch (text[j]) {
+        case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: throw bad();
+      }
+      ++j;
+    } else if (i != 0) {
+      throw bad();  // "1h30": the unit of 30 is missing
+    }
+    total += n * unit;
+    i = j;
+  }
+  return std::chrono::seconds{total};
+}
+
+shard_spec shard_flag(const std::string& text) {
+  if (text.empty()) return shard_spec{};
+  std::string why;
+  auto s = parse_shard(text, why);
+  if (!s) throw cli_error(why);
+  return *s;
+}
+
+std::optional<std::string> text_or_null(const std::string& text) {
+  return text.empty() ? std::nullopt : std::optional<std::string>(text);
+}
+
+}  // namespace walhook::relay::cli
