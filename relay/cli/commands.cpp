@@ -1,5 +1,7 @@
 #include "relay/cli/commands.hpp"
 
+#include "relay/operations/errors.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <exception>
@@ -17,6 +19,9 @@ int run_parsed(const std::vector<command>& commands) {
     if (!c.app->parsed()) continue;
     try {
       return c.run();
+    } catch (const user_error& e) {
+      std::cerr << "walhook: " << e.what() << "\n";
+      return exit_code_of(e.kind());
     } catch (const std::exception& e) {
       std::cerr << "walhook: " << e.what() << "\n";
       return 1;

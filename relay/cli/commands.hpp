@@ -4,7 +4,8 @@
 // — its flags bound to state the command owns — and returns how to run it; main.cpp adds them
 // all, parses, and runs the one given. Exit codes and messages are a contract (outside scripts
 // use them; tests/integration/cli_errors.cpp and cli_operator.cpp check many): user-facing
-// failures throw cli_error, which main prints as "walhook: <message>" with exit code 1.
+// failures throw a user_error of their kind (relay/operations/errors.hpp; cli_error is `invalid`),
+// printed as "walhook: <message>" with exit_code_of(kind), 1 for every kind.
 
 #include <functional>
 #include <vector>
@@ -36,8 +37,9 @@ command add_demo(CLI::App& app);      ///< relay/cli/demo.cpp
 /// Adds every command, in the order `walhook --help` lists them.
 std::vector<command> add_commands(CLI::App& app);
 
-/// Runs the command that was parsed (0 if none). A std::exception it throws is printed as
-/// "walhook: <what>" on stderr, exit code 1 (`walhook run` logs its own as JSON instead).
+/// Runs the command that was parsed (0 if none). An exception it throws is printed as
+/// "walhook: <what>" on stderr; the exit code is exit_code_of(kind) for a user_error
+/// (relay/operations/errors.hpp), 1 for anything else (`walhook run` logs its own as JSON instead).
 int run_parsed(const std::vector<command>& commands);
 
 }  // namespace walhook::relay::cli

@@ -319,6 +319,9 @@ command add_run(CLI::App& app) {
   return {c, [f] {
             try {
               return run(*f);
+            } catch (const user_error& e) {
+              log::error("run.failed", {{"error", std::string(e.what())}});
+              return exit_code_of(e.kind());
             } catch (const std::exception& e) {
               log::error("run.failed", {{"error", std::string(e.what())}});
               return 1;

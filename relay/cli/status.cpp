@@ -1,5 +1,5 @@
 // `walhook status`: per endpoint its pending, sending and dead rows, oldest pending age and
-// failures, worst first; with --admin-url also the running walhook's live queued and in_flight
+// failures, worst first (the console's order: operations::endpoint_statuses); with --admin-url also the running walhook's live queued and in_flight
 // (relay/cli/admin_client.hpp); then the slot incidents and backfills (walhook.recoveries).
 
 #include "common/json_writer.hpp"
@@ -10,10 +10,12 @@
 #include "relay/cli/flags.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/schema.hpp"
+#include "relay/operations/status.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -82,94 +84,77 @@ live_map live_of(const status_args& a) {
   }
 }
 
-/// One row per endpoint, worst first (oldest pending age, then pending, then id). 'sending' rows
-/// are claimed attempts and attempts past --max-hold-ms that walhook recorded; an attempt that
-/// ends within the hold bound never writes a row (live in_flight counts it).
-pg::query_result endpoint_rows(blocking_db& db) {
-  return db.exec(R"sql(
-SELECT e.id, e.tenant_id, e.status,
-       count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
-       count(d.id) FILTER (WHERE d.status = 'sending') AS sending,
-       extract(epoch FROM now() - min(d.event_created_at) FILTER (WHERE d.status IN ('pending', 'sending')))::bigint AS oldest_s,
-       count(d.id) FILTER (WHERE d.status = 'dead') AS dead,
-       coalesce(h.consecutive_failures, 0),
-       to_char(h.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-       h.last_error, h.disabled_reason, e.url, coalesce(h.paused_until > now(), false)
-  FROM walhook.endpoints e
-  LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id AND d.status IN ('pending', 'sending', 'dead')
-        AND d.created_at >= e.created_at  -- not a removed endpoint's that had the same id
-  LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
- GROUP BY e.id, h.endpoint_id
- ORDER BY oldest_s DESC NULLS LAST, pending DESC, e.id)sql");
+/// An endpoint's live numbers: none without --admin-url; zero when the running walhook holds
+/// nothing of it in memory.
+std::optional<live_numbers> live_at(const live_map& live, std::int64_t id) {
+  if (!live) return std::nullopt;
+  auto it = live->find(id);
+  return it == live->end() ? live_numbers{} : it->second;
 }
 
-/// Reads endpoint_rows()' columns.
-struct row_reader {
-  const pg::query_result& r;
-  const live_map& live;
-  long long number(int i, int c) const { return std::stoll(std::string(r.value(i, c))); }
-  std::optional<std::string> text(int i, int c) const {
-    return r.is_null(i, c) ? std::nullopt : std::optional<std::string>(delivery::cap_text(r.value(i, c)));
-  }
-  std::optional<live_numbers> live_at(int i) const {
-    if (!live) return std::nullopt;
-    auto it = live->find(number(i, 0));
-    return it == live->end() ? live_numbers{} : it->second;  // not in memory there: nothing queued or in flight
-  }
-};
+/// Seconds, rounded to the nearest whole one (how status has always shown the age).
+std::optional<std::int64_t> whole_seconds(const std::optional<double>& s) {
+  return s ? std::optional<std::int64_t>(std::llround(*s)) : std::nullopt;
+}
+
+std::optional<std::string> capped(const std::optional<std::string>& text) {
+  return text ? std::optional<std::string>(delivery::cap_text(*text)) : std::nullopt;
+}
+
+/// "active", or "paused (breaker)" while the circuit breaker holds an active endpoint.
+bool paused_by_breaker(const operations::endpoint_status& e) { return e.status == "active" && e.breaker_holds; }
 
 /// --json: one object per endpoint, absent values null.
-void print_json(const row_reader& rows) {
-  const auto& r = rows.r;
-  for (int i = 0; i < r.rows(); ++i) {
-    const auto l = rows.live_at(i);
+void print_json(const std::vector<operations::endpoint_status>& endpoints, const live_map& live) {
+  for (const auto& e : endpoints) {
+    const auto l = live_at(live, e.id);
     json_writer j;
     j.begin_object()
-        .field("endpoint_id", rows.number(i, 0))
-        .field("tenant_id", std::string(r.value(i, 1)))
-        .field("status", std::string(r.value(i, 2)))
-        .field("paused_by_breaker", r.value(i, 2) == "active" && r.value(i, 12) == "t")
-        .field("pending", rows.number(i, 3))
-        .field("sending", rows.number(i, 4))
+        .field("endpoint_id", e.id)
+        .field("tenant_id", e.tenant_id)
+        .field("status", e.status)
+        .field("paused_by_breaker", paused_by_breaker(e))
+        .field("pending", e.pending)
+        .field("sending", e.sending)
         .field("queued", l ? std::optional<std::int64_t>(l->queued) : std::nullopt)
         .field("in_flight", l ? std::optional<std::int64_t>(l->in_flight) : std::nullopt)
-        .field("oldest_pending_age_s", r.is_null(i, 5) ? std::nullopt : std::optional<std::int64_t>(rows.number(i, 5)))
-        .field("dead", rows.number(i, 6))
-        .field("consecutive_failures", rows.number(i, 7))
-        .field("paused_until", r.is_null(i, 8) ? std::nullopt : std::optional<std::string>(r.value(i, 8)))
-        .field("last_error", rows.text(i, 9))
-        .field("disabled_reason", rows.text(i, 10))
-        .field("url", delivery::redact_url(r.value(i, 11)))
+        .field("oldest_pending_age_s", whole_seconds(e.oldest_pending_age_s))
+        .field("dead", e.dead)
+        .field("consecutive_failures", e.consecutive_failures)
+        .field("paused_until", e.paused_until ? std::optional<std::string>(operations::to_the_second(*e.paused_until))
+                                              : std::nullopt)
+        .field("last_error", capped(e.last_error))
+        .field("disabled_reason", capped(e.disabled_reason))
+        .field("url", delivery::redact_url(e.url))
         .end_object();
     std::cout << j.str() << "\n";
   }
 }
 
 /// "42s", "7m", "3h"; "-" for none.
-std::string age_text(long long age) {
-  return age < 0 ? "-" : age < 120 ? fmt::format("{}s", age) : age < 7200 ? fmt::format("{}m", age / 60) : fmt::format("{}h", age / 3600);
+std::string age_text(std::optional<std::int64_t> age) {
+  if (!age) return "-";
+  const auto s = *age;
+  return s < 120 ? fmt::format("{}s", s) : s < 7200 ? fmt::format("{}m", s / 60) : fmt::format("{}h", s / 3600);
 }
 
 /// The table: columns lined up, the tenant column as wide as the longest tenant (up to 40).
-void print_table(const row_reader& rows) {
-  const auto& r = rows.r;
+void print_table(const std::vector<operations::endpoint_status>& endpoints, const live_map& live) {
   std::size_t tenant_width = 14;
-  for (int i = 0; i < r.rows(); ++i) tenant_width = std::max(tenant_width, std::min<std::size_t>(40, r.value(i, 1).size()));
+  for (const auto& e : endpoints) tenant_width = std::max(tenant_width, std::min<std::size_t>(40, e.tenant_id.size()));
   const auto line = [tenant_width](const auto& id, const auto& tenant, auto&&... v) {
     return fmt::format("{:>6}  {:<{}} {:<16} {:>8} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", id, tenant,
                        tenant_width, v...);
   };
   std::cout << line("id", "tenant", "status", "pending", "sending", "queued", "in_flight", "oldest_age", "dead", "failures",
                     "paused_until", "last_error");
-  for (int i = 0; i < r.rows(); ++i) {
-    std::string err = delivery::cap_text(r.is_null(i, 10) ? r.value(i, 9) : r.value(i, 10));
-    std::string status(r.value(i, 2));
-    if (status == "active" && r.value(i, 12) == "t") status = "paused (breaker)";
-    const auto l = rows.live_at(i);
-    std::cout << line(r.value(i, 0), r.value(i, 1), status, r.value(i, 3), r.value(i, 4),
-                      l ? std::to_string(l->queued) : "-", l ? std::to_string(l->in_flight) : "-",
-                      age_text(r.is_null(i, 5) ? -1 : rows.number(i, 5)), r.value(i, 6), r.value(i, 7),
-                      r.is_null(i, 8) ? "-" : r.value(i, 8), err.empty() ? "-" : err);
+  for (const auto& e : endpoints) {
+    const std::string err = delivery::cap_text(e.disabled_reason ? *e.disabled_reason : e.last_error.value_or(""));
+    const auto l = live_at(live, e.id);
+    std::cout << line(e.id, e.tenant_id, paused_by_breaker(e) ? std::string("paused (breaker)") : e.status, e.pending,
+                      e.sending, l ? std::to_string(l->queued) : "-", l ? std::to_string(l->in_flight) : "-",
+                      age_text(whole_seconds(e.oldest_pending_age_s)), e.dead, e.consecutive_failures,
+                      e.paused_until ? operations::to_the_second(*e.paused_until) : "-", err.empty() ? "-" : err);
   }
 }
 
@@ -190,20 +175,21 @@ SELECT id, slot_name, state, reason, to_char(created_at AT TIME ZONE 'UTC', 'YYY
                       rec.value(i, 3));
 }
 
-/// One row per endpoint ordered by oldest pending age. `pending`/`sending`/`dead` are rows of
-/// walhook.deliveries; `queued`/`in_flight` are the running walhook's live numbers, from GET
+/// One row per endpoint, worst first as the console shows them (operations::endpoint_statuses).
+/// `pending`/`sending`/`dead` are rows of walhook.deliveries ('sending': claimed attempts and
+/// attempts past --max-hold-ms that walhook recorded; one that ends within the hold bound never
+/// writes a row); `queued`/`in_flight` are the running walhook's live numbers, from GET
 /// /api/endpoints with --admin-url (null / "-" without it).
 int status(const status_args& a) {
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const live_map live = live_of(a);
-  const auto r = endpoint_rows(db);
-  const row_reader rows{r, live};
+  const auto endpoints = operations::endpoint_statuses(db);
   if (a.json) {
-    print_json(rows);
+    print_json(endpoints, live);
     return 0;
   }
-  print_table(rows);
+  print_table(endpoints, live);
   if (!live && a.admin_url.empty())
     std::cout << "queued/in_flight are the running walhook's live numbers: give --admin-url http://HOST:PORT (its "
                  "--admin-listen; env WALHOOK_ADMIN_URL) to show them\n";
