@@ -3,8 +3,8 @@
 #include "bench/admin_metrics.hpp"
 #include "bench/proc_stats.hpp"
 #include "bench/scenario_support.hpp"
-#include "relay/operations/blocking_db.hpp"
 #include "relay/demo/embedded_postgres.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <fmt/format.h>
 

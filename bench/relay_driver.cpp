@@ -3,8 +3,8 @@
 #include "bench/database.hpp"
 #include "bench/polling_relay.hpp"
 #include "bench/proc_stats.hpp"
-#include "relay/operations/blocking_db.hpp"
 #include "relay/core/shard.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <fmt/format.h>
 #include <libpq-fe.h>

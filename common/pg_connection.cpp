@@ -9,6 +9,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <charconv>
 #include <algorithm>
 #include <cstdlib>
 #include <variant>
@@ -56,6 +57,13 @@ void notice_to_log(void*, const char* message) {
 const boost::system::error_category& category() {
   static const pg_category cat;
   return cat;
+}
+
+std::int64_t query_result::integer(int row, int col) const {
+  const auto text = value(row, col);
+  std::int64_t v = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), v).ec != std::errc{}) return 0;
+  return v;
 }
 
 long query_result::affected() const {

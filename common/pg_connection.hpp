@@ -12,6 +12,7 @@
 #include <boost/system/result.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -59,6 +60,14 @@ class query_result {
   std::optional<std::string> optional_value(int row, int col) const {
     if (is_null(row, col)) return std::nullopt;
     return std::string(value(row, col));
+  }
+  /// An integer field (int2/int4/int8 text), e.g. an id or a count; 0 for NULL or text that is
+  /// not a whole decimal number.
+  std::int64_t integer(int row, int col) const;
+  /// integer(), or std::nullopt for NULL.
+  std::optional<std::int64_t> optional_integer(int row, int col) const {
+    if (is_null(row, col)) return std::nullopt;
+    return integer(row, col);
   }
   /// Number of rows affected by INSERT/UPDATE/DELETE (PQcmdTuples), 0 if none.
   long affected() const;

@@ -10,6 +10,7 @@
 #include "relay/engine/engine.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/errors.hpp"
+#include "relay/operations/status.hpp"
 
 #include "common/json_writer.hpp"
 #include "delivery/url.hpp"
@@ -49,8 +50,8 @@ std::optional<outbox_event> read_event(blocking_db& db, const pg::params& p, std
   return outbox_event{.id = std::string(ev.value(0, 0)),
                       .tenant_id = std::string(ev.value(0, 1)),
                       .event_type = std::string(ev.value(0, 2)),
-                      .created_at = time_of(ev, 0, 3),
-                      .endpoint_id = integer_of(ev, 0, 4)};
+                      .created_at = operations::timestamp_of(ev, 0, 3),
+                      .endpoint_id = ev.optional_integer(0, 4)};
 }
 
 /// The endpoints its tenant and type (or direct route) match now; one created after the event
@@ -65,9 +66,9 @@ SELECT e.id, e.created_at > o.created_at, e.created_at FROM walhook.outbox o
                    p);
   std::vector<route_match> out;
   for (int i = 0; i < r.rows(); ++i)
-    out.push_back({.endpoint_id = int_of(r.value(i, 0)),
+    out.push_back({.endpoint_id = r.integer(i, 0),
                    .added_after = r.value(i, 1) == "t",
-                   .endpoint_created_at = time_of(r, i, 2).value_or("")});
+                   .endpoint_created_at = operations::timestamp_of(r, i, 2).value_or("")});
   return out;
 }
 
@@ -85,7 +86,7 @@ SELECT DISTINCT ON (d.endpoint_id) d.endpoint_id, d.event_id, d.status
                    p);
   std::map<std::int64_t, merge_successor> out;
   for (int i = 0; i < r.rows(); ++i)
-    out[int_of(r.value(i, 0))] = {.event_id = std::string(r.value(i, 1)), .status = std::string(r.value(i, 2))};
+    out[r.integer(i, 0)] = {.event_id = std::string(r.value(i, 1)), .status = std::string(r.value(i, 2))};
   return out;
 }
 
@@ -99,7 +100,7 @@ SELECT d.endpoint_id, {} FROM walhook.endpoints e
                                deliveries_columns),
                    p);
   std::map<std::int64_t, delivery_row> out;
-  for (int i = 0; i < r.rows(); ++i) out[int_of(r.value(i, 0))] = delivery_of(r, i, 1);
+  for (int i = 0; i < r.rows(); ++i) out[r.integer(i, 0)] = delivery_of(r, i, 1);
   return out;
 }
 
@@ -122,7 +123,7 @@ std::map<std::int64_t, std::string> read_urls(blocking_db& db, const std::vector
   auto r = db.exec("SELECT id, url FROM walhook.endpoints WHERE id = ANY ($1::bigint[])",
                    pg::params{"{" + fmt::format("{}", fmt::join(ids, ",")) + "}"});
   std::map<std::int64_t, std::string> out;
-  for (int i = 0; i < r.rows(); ++i) out[int_of(r.value(i, 0))] = delivery::redact_url(r.value(i, 1));
+  for (int i = 0; i < r.rows(); ++i) out[r.integer(i, 0)] = delivery::redact_url(r.value(i, 1));
   return out;
 }
 

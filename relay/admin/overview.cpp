@@ -8,6 +8,7 @@
 #include "relay/core/version.hpp"
 #include "relay/engine/engine.hpp"
 #include "relay/operations/blocking_db.hpp"
+#include "relay/operations/status.hpp"
 
 #include "common/json_writer.hpp"
 #include "common/time.hpp"
@@ -36,7 +37,7 @@ std::optional<slot_numbers> read_slot(blocking_db& db, const std::string& slot) 
                    "confirmed_flush_lsn)::bigint END, wal_status FROM pg_replication_slots WHERE slot_name = $1",
                    pg::params{slot});
   if (r.rows() == 0) return std::nullopt;
-  return slot_numbers{.lag_bytes = integer_of(r, 0, 0), .wal_status = text_of(r, 0, 1)};
+  return slot_numbers{.lag_bytes = r.optional_integer(0, 0), .wal_status = r.optional_value(0, 1)};
 }
 
 /// The overview's fields; `slot` the database's numbers if it answered and has the slot,

@@ -1,10 +1,10 @@
 #include "relay/admin/server.hpp"
 
-#include "common/task_group.hpp"
 #include "common/log.hpp"
-#include "relay/operations/errors.hpp"
+#include "common/task_group.hpp"
 #include "relay/admin/console_assets.hpp"
 #include "relay/engine/engine.hpp"
+#include "relay/operations/errors.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -2,6 +2,7 @@
 
 #include "common/time.hpp"
 #include "delivery/url.hpp"
+#include "relay/operations/status.hpp"
 
 #include <charconv>
 
@@ -14,39 +15,18 @@ void write_outcome(json_writer& j, const outcome_entry& e) {
   j.field("outcome", e.outcome).field("result", e.result).key("duration_s").number(e.duration_s);
 }
 
-std::int64_t int_of(std::string_view text) {
-  std::int64_t v = 0;
-  std::from_chars(text.data(), text.data() + text.size(), v);
-  return v;
-}
-
-std::optional<std::string> time_of(const pg::query_result& r, int row, int col) {
-  if (r.is_null(row, col)) return std::nullopt;
-  return pg_timestamptz_to_iso8601(r.value(row, col)).value_or(std::string(r.value(row, col)));
-}
-
-std::optional<std::string> text_of(const pg::query_result& r, int row, int col) {
-  if (r.is_null(row, col)) return std::nullopt;
-  return std::string(r.value(row, col));
-}
-
-std::optional<std::int64_t> integer_of(const pg::query_result& r, int row, int col) {
-  if (r.is_null(row, col)) return std::nullopt;
-  return int_of(r.value(row, col));
-}
-
 delivery_row delivery_of(const pg::query_result& r, int row, int col) {
-  return {.id = int_of(r.value(row, col)),
+  return {.id = r.integer(row, col),
           .event_id = std::string(r.value(row, col + 1)),
-          .event_type = text_of(r, row, col + 2),
+          .event_type = r.optional_value(row, col + 2),
           .status = std::string(r.value(row, col + 3)),
-          .attempts = int_of(r.value(row, col + 4)),
-          .last_status = integer_of(r, row, col + 5),
-          .last_error = text_of(r, row, col + 6),
-          .next_attempt_at = time_of(r, row, col + 7),
-          .last_attempt_at = time_of(r, row, col + 8),
-          .created_at = time_of(r, row, col + 9),
-          .delivered_at = time_of(r, row, col + 10)};
+          .attempts = r.integer(row, col + 4),
+          .last_status = r.optional_integer(row, col + 5),
+          .last_error = r.optional_value(row, col + 6),
+          .next_attempt_at = operations::timestamp_of(r, row, col + 7),
+          .last_attempt_at = operations::timestamp_of(r, row, col + 8),
+          .created_at = operations::timestamp_of(r, row, col + 9),
+          .delivered_at = operations::timestamp_of(r, row, col + 10)};
 }
 
 void write_delivery(json_writer& j, const delivery_row& d) {

@@ -46,14 +46,4 @@ delivery_row delivery_of(const pg::query_result& r, int row, int col);
 /// (capped), next_attempt_at, last_attempt_at, created_at, delivered_at (the object is the caller's).
 void write_delivery(json_writer& j, const delivery_row& d);
 
-/// A timestamptz column as RFC 3339 UTC (PostgreSQL's text if it cannot be, e.g. 'infinity'),
-/// or nullopt if null.
-std::optional<std::string> time_of(const pg::query_result& r, int row, int col);
-/// A text column, or nullopt if null.
-std::optional<std::string> text_of(const pg::query_result& r, int row, int col);
-/// An integer column, or nullopt if null.
-std::optional<std::int64_t> integer_of(const pg::query_result& r, int row, int col);
-/// An integer's text (0 if it does not parse).
-std::int64_t int_of(std::string_view text);
-
 }  // namespace walhook::relay

@@ -7,13 +7,13 @@
 #include "common/log.hpp"
 #include "common/time.hpp"
 #include "delivery/signing.hpp"
-#include "relay/operations/blocking_db.hpp"
-#include "relay/operations/schema.hpp"
-#include "relay/demo/embedded_postgres.hpp"
 #include "relay/admin/api.hpp"
 #include "relay/admin/server.hpp"
-#include "relay/engine/engine.hpp"
+#include "relay/demo/embedded_postgres.hpp"
 #include "relay/demo/receiver.hpp"
+#include "relay/engine/engine.hpp"
+#include "relay/operations/blocking_db.hpp"
+#include "relay/operations/schema.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,8 +1,8 @@
 #include "relay/engine/recovery.hpp"
 
 #include "common/log.hpp"
-#include "relay/engine/dispatcher.hpp"
 #include "relay/core/rows.hpp"
+#include "relay/engine/dispatcher.hpp"
 #include "relay/engine/stream_handler.hpp"
 #include "sql/state_store.hpp"
 #include "wal/errc.hpp"

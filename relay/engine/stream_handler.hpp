@@ -9,9 +9,9 @@
 // (wal::relation_cache), never the live catalog. Single-threaded.
 
 #include "common/lsn.hpp"
-#include "relay/engine/dispatcher.hpp"
 #include "relay/core/endpoint_directory.hpp"
 #include "relay/core/lsn_tracker.hpp"
+#include "relay/engine/dispatcher.hpp"
 #include "wal/relation_cache.hpp"
 #include "wal/replication_stream.hpp"
 

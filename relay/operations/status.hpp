@@ -48,6 +48,10 @@ struct endpoint_status {
 /// and age leave out a removed endpoint's rows that had the same id. Throws pg_error.
 std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only = std::nullopt);
 
+/// A timestamptz column as RFC 3339 UTC (common/time.hpp, microseconds when it has them), or
+/// PostgreSQL's own text when RFC 3339 cannot say it ('infinity', BC); nullopt for NULL.
+std::optional<std::string> timestamp_of(const pg::query_result& r, int row, int col);
+
 /// An RFC 3339 timestamp to the second, as `walhook status` shows it: the fraction dropped
 /// ("2026-11-30T03:23:51.123456Z" → "2026-11-30T03:23:51Z"); other text unchanged. Pure.
 std::string to_the_second(std::string_view rfc3339);

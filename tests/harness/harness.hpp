@@ -3,9 +3,9 @@
 // a child process (so faults are real: SIGKILL, SIGTERM), a receiver on its own thread, and SQL
 // helpers. Everything binds to loopback and port 0 and stops by itself.
 
-#include "relay/operations/blocking_db.hpp"
 #include "relay/demo/embedded_postgres.hpp"
 #include "relay/demo/receiver.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <boost/asio/io_context.hpp>
 

@@ -4,9 +4,9 @@
 // a crash window (its transaction not yet acknowledged, or its delivery persisted and in
 // flight, when walhook was killed).
 
+#include "common/lsn.hpp"
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
-#include "common/lsn.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

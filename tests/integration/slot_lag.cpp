@@ -2,9 +2,9 @@
 // never answers cannot hold WAL back — its deliveries pile up as pending rows while the healthy
 // endpoints keep their latency — and a quiet outbox on a busy database still advances the slot.
 
+#include "common/lsn.hpp"
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
-#include "common/lsn.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -3,8 +3,8 @@
 
 #include "relay/admin/api.hpp"
 #include "relay/admin/http_status.hpp"
-#include "relay/operations/blocking_db.hpp"
 #include "relay/engine/options.hpp"
+#include "relay/operations/blocking_db.hpp"
 
 #include <doctest/doctest.h>
 
