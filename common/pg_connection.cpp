@@ -3,7 +3,8 @@
 #include "common/log.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -12,11 +13,9 @@
 #include <charconv>
 #include <algorithm>
 #include <cstdlib>
-#include <variant>
 
 namespace walhook::pg {
 namespace asio = boost::asio;
-using namespace asio::experimental::awaitable_operators;
 using clock = std::chrono::steady_clock;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
@@ -153,28 +152,30 @@ asio::awaitable<error_code> connection::wait(want w, clock::time_point deadline)
   if (!wt.descriptor.is_open()) co_return errc::connection_lost;
   wt.timer.expires_at(deadline);
   using dt = asio::posix::descriptor_base::wait_type;
-  std::variant<std::tuple<error_code>, std::tuple<error_code>> io_or_timer;
-  if (w == want::read) {
-    io_or_timer = co_await (wt.descriptor.async_wait(dt::wait_read, tuple_awaitable) ||
-                            wt.timer.async_wait(tuple_awaitable));
-  } else if (w == want::write) {
-    io_or_timer = co_await (wt.descriptor.async_wait(dt::wait_write, tuple_awaitable) ||
-                            wt.timer.async_wait(tuple_awaitable));
+  namespace ex = asio::experimental;
+  // A parallel group of the raw operations, not awaitable_operators' `||`: that one runs each
+  // side as a co_spawned coroutine, which honours terminal cancellation only. A `total`
+  // cancellation of the caller (a claim at shutdown) was then swallowed by both sides yet
+  // counted by the group, which from then on never cancelled the loser: the socket answered,
+  // and the query still waited for its timer (statement_timeout, 30 s), holding the reader.
+  // Raw operations honour every cancellation type, so the group ends with the first of them.
+  bool timer_first = false;
+  error_code ec;
+  if (w == want::read_or_write) {
+    auto [order, ec_read, ec_write, ec_timer] = co_await ex::make_parallel_group(
+        wt.descriptor.async_wait(dt::wait_read, asio::deferred), wt.descriptor.async_wait(dt::wait_write, asio::deferred),
+        wt.timer.async_wait(asio::deferred)).async_wait(ex::wait_for_one(), asio::use_awaitable);
+    timer_first = order[0] == 2;
+    ec = order[0] == 0 ? ec_read : order[0] == 1 ? ec_write : ec_timer;
   } else {
-    auto r = co_await (wt.descriptor.async_wait(dt::wait_read, tuple_awaitable) ||
-                       wt.descriptor.async_wait(dt::wait_write, tuple_awaitable) ||
-                       wt.timer.async_wait(tuple_awaitable));
-    if (r.index() == 2) io_or_timer.emplace<1>(std::get<2>(r));
-    else io_or_timer.emplace<0>(r.index() == 0 ? std::get<0>(r) : std::get<1>(r));
+    auto [order, ec_io, ec_timer] = co_await ex::make_parallel_group(
+        wt.descriptor.async_wait(w == want::read ? dt::wait_read : dt::wait_write, asio::deferred),
+        wt.timer.async_wait(asio::deferred)).async_wait(ex::wait_for_one(), asio::use_awaitable);
+    timer_first = order[0] == 1;
+    ec = timer_first ? ec_timer : ec_io;
   }
-  if (wt.cancelled) co_return errc::cancelled;
-  if (io_or_timer.index() == 1) {
-    auto [ec] = std::get<1>(io_or_timer);
-    if (!ec) co_return errc::timeout;
-    co_return errc::cancelled;
-  }
-  auto [ec] = std::get<0>(io_or_timer);
-  if (ec == asio::error::operation_aborted) co_return errc::cancelled;
+  if (wt.cancelled || ec == asio::error::operation_aborted) co_return errc::cancelled;
+  if (timer_first) co_return errc::timeout;
   if (ec) co_return errc::connection_lost;
   co_return error_code{};
 }

@@ -1,11 +1,17 @@
 // The async libpq connection against a real server: timeouts in the middle of a command close
-// the connection (it cannot be reused) instead of wedging every later query; a multi-host URL
-// whose first host never answers still reaches the next one (failover).
+// the connection (it cannot be reused) instead of wedging every later query; a caller cancelled
+// with any cancellation type stops waiting at once; a multi-host URL whose first host never
+// answers still reaches the next one (failover).
 
 #include "common/pg_connection.hpp"
 #include "tests/harness/harness.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -48,6 +54,47 @@ TEST_CASE("a query that outlives its deadline closes the connection; reconnectin
   auto pipeline = run(conn.async_pipeline(std::vector<pg::statement>{{"SELECT 1", {}}, {"SELECT $1::int * 2", {"21"}}}, 5s));
   REQUIRE(pipeline.has_value());
   CHECK((*pipeline)[1].value(0, 0) == "42");
+}
+
+TEST_CASE("a query whose caller accepts total cancellation ends when it is cancelled, not at its timeout") {
+  // What a claim does at shutdown (relay/engine/dispatcher_claims.cpp): its loop accepts `total`
+  // cancellation and the engine emits it. The query answers within 300 ms; its timeout is 60 s.
+  // The wait must end with the cancellation (errc::cancelled) — it used to swallow it, see the
+  // answer, and then wait out the timeout while holding the connection.
+  auto& pg = test::cluster();
+  asio::io_context ioc;
+  pg::connection conn(ioc.get_executor());
+  std::optional<boost::system::result<pg::query_result>> outcome;
+  auto query = [&]() -> asio::awaitable<void> {
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+    if (co_await conn.async_connect(pg.url(), 10s)) co_return;
+    outcome = co_await conn.async_exec("SELECT pg_sleep(0.3)", pg::params{}, 60s);
+  };
+  asio::cancellation_signal signal;
+  asio::co_spawn(ioc, query(), asio::bind_cancellation_slot(signal.slot(), [](std::exception_ptr) {}));
+  asio::steady_timer later(ioc);
+  bool emitted = false;
+  // Once connected, the coroutine is waiting for the query's answer: cancel its caller.
+  std::function<void()> poll = [&] {
+    later.expires_after(20ms);
+    later.async_wait([&](boost::system::error_code) {
+      if (conn.is_open() && !outcome) {
+        signal.emit(asio::cancellation_type::total);
+        emitted = true;
+        return;
+      }
+      if (!outcome) poll();
+    });
+  };
+  poll();
+  const auto started = std::chrono::steady_clock::now();
+  ioc.run_for(90s);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE(emitted);
+  REQUIRE(outcome.has_value());
+  CHECK(outcome->error() == pg::errc::cancelled);
+  CHECK(waited < 30s);  // ends with the cancellation, long before the 60 s timeout
+  CHECK_FALSE(conn.is_open());  // mid-command: not reusable
 }
 
 TEST_CASE("a first host that accepts TCP but never answers does not keep a multi-host URL from the next host") {
