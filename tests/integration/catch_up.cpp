@@ -1,9 +1,15 @@
 // Catch-up after downtime (issue 8): while walhook is stopped, one-row transactions pile up in
-// the slot; when it starts, every healthy delivery arrives exactly once, and an endpoint that
-// never answers, among them, goes through the table without holding the others back. Reading
-// the slot slows down when the healthy endpoints' queues are full (back-pressure); how many of
-// their deliveries still go through walhook.deliveries is reported (issue 18 makes it ≤ one
-// row per endpoint).
+// the slot; when it starts, healthy endpoints get them through memory only — reading the slot
+// waits when their queues are full (back-pressure) instead of spilling them to
+// walhook.deliveries. An endpoint that never answers, among them, goes through the table
+// without holding the others back.
+//
+// "Healthy" is what walhook calls keeping up: a full queue (1,000) drains within half of
+// --max-wait-ms. With the default 1 s that takes 2,000 deliveries/s per endpoint, which a
+// 2-core machine running the receiver, PostgreSQL and walhook reaches only sometimes (CI: 10,765
+// rows written, once). The test runs with --max-wait-ms 10000 (≥ 200/s keeps up), so it checks
+// the mechanism whatever the machine's speed. Endpoints slower than the bound still spill;
+// issue 18 (cursor mode) is about them.
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
@@ -41,7 +47,7 @@ TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung 
   REQUIRE(events.size() == static_cast<std::size_t>(total));
 
   auto started = std::chrono::steady_clock::now();
-  auto walhook = s.start_walhook();
+  auto walhook = s.start_walhook({"--max-wait-ms", "10000"});
   auto healthy_received = [&] {
     std::size_t n = 0;
     for (auto& r : rcv->requests())
@@ -70,12 +76,7 @@ TEST_CASE("catch-up from the slot: healthy endpoints write nothing back; a hung 
                       "deliveries in {:.2f} s since start ({:.0f}/s, startup included); rows written: {} for healthy "
                       "endpoints, {} for the hung one",
                       total, seconds, total / seconds, healthy_rows, hung_rows));
-  // Healthy endpoints writing nothing back depends on reading not outrunning them: on a 2-core
-  // machine where the receiver is slower than the slot, a full queue whose head waits past half
-  // of max_wait_in_memory goes to the table (6,000-17,000 rows measured here and in CI, before and
-  // after issue 17). Issue 18 replaces that with cursor mode and asserts rows ≤ one per endpoint;
-  // until then the count is reported, not asserted.
-  WARN(healthy_rows == 0);
+  CHECK(healthy_rows == 0);
   CHECK(hung_rows > 0);
   CHECK(walhook.stop() == 0);
 }

@@ -1,7 +1,10 @@
 // One transaction with 100,000 outbox rows (issue 3): delivered completely while walhook's
 // memory stays bounded, and the server never drops the stream for wal_sender_timeout while
 // walhook is busy. The endpoints keep up, so reading waits for their full queues
-// (back-pressure) and nothing is written back (issue 8; it spilled most rows before).
+// (back-pressure) and nothing is written back (issue 8; it spilled most rows before). Keeping
+// up means a full queue (1,000) drains within half of --max-wait-ms: with the default 1 s that
+// takes 2,000 deliveries/s per endpoint, which a loaded 2-core machine misses at times (79,735
+// rows spilled, once), so the test runs with --max-wait-ms 10000 (≥ 200/s keeps up).
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
@@ -25,7 +28,7 @@ TEST_CASE("a 100,000-row transaction is delivered completely with bounded memory
   test::add_endpoint(db, "big", rcv->url("/a"), delivery::generate_secret(), {}, 16);
   test::add_endpoint(db, "big", rcv->url("/b"), delivery::generate_secret(), {}, 16);
 
-  auto walhook = s.start_walhook();
+  auto walhook = s.start_walhook({"--max-wait-ms", "10000"});
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'large'") == "t"; }, 20s));
 
   db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) "
