@@ -130,9 +130,22 @@ void scheduler::finished(const job& j) {
   make_ready(j.endpoint_id, q);
 }
 
+bool scheduler::waits_for_walhook(const endpoint_queue& q) const {
+  // The process-wide caps next() applies: young attempts, and young plus parked ones.
+  const bool pools_full = in_flight_total_ - parked_total_ >= limits_.max_in_flight ||
+                          in_flight_total_ >= limits_.max_in_flight + limits_.max_slow_in_flight;
+  return pools_full && !q.aggregate_ordering && q.parked == 0 && q.in_flight < static_cast<std::size_t>(q.max_concurrency);
+}
+
+bool scheduler::waits_for_walhook(std::int64_t endpoint_id) const {
+  auto found = endpoints_.find(endpoint_id);
+  return found != endpoints_.end() && waits_for_walhook(found->second);
+}
+
 std::vector<job> scheduler::take_waiting_since(std::chrono::steady_clock::time_point cutoff) {
   std::vector<job> out;
   for (auto& [id, q] : endpoints_) {
+    if (waits_for_walhook(q)) continue;  // its jobs stay: reading waits at the memory caps instead
     for (auto it = q.jobs.begin(); it != q.jobs.end();) {
       if (it->ticket != 0 && it->enqueued_at < cutoff) {
         auto victim = it++;

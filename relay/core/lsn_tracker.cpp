@@ -59,6 +59,7 @@ void lsn_tracker::reset() {
 void lsn_tracker::restart_at(walhook::lsn start) {
   reset();
   confirmed_ = start;
+  confirmed_by_transactions_ = start;
 }
 
 lsn_tracker::ticket lsn_tracker::begin_detached() {
@@ -76,6 +77,7 @@ void lsn_tracker::end_detached(ticket t) { detached_.erase(t); }
 void lsn_tracker::advance() {
   while (!txns_.empty() && txns_.front().committed && txns_.front().outstanding == 0) {
     confirmed_ = std::max(confirmed_, txns_.front().end_lsn);
+    confirmed_by_transactions_ = std::max(confirmed_by_transactions_, txns_.front().end_lsn);
     txns_.pop_front();
     ++first_;
   }

@@ -47,6 +47,10 @@ class lsn_tracker {
 
   /// The flush LSN that may be acknowledged now (0 until something is confirmable).
   walhook::lsn confirmable() const { return confirmed_; }
+  /// The end LSN of the newest streamed transaction that is confirmable (or the start a new slot
+  /// restarted at): what confirmable() is apart from keepalives. On a database where nothing
+  /// walhook streams happens, only keepalives move confirmable() — past walhook's own writes.
+  walhook::lsn confirmed_by_transactions() const { return confirmed_by_transactions_; }
   /// Transactions not yet confirmable (open, or waiting for deliveries).
   std::size_t open_transactions() const { return txns_.size(); }
   /// Ticket of the oldest transaction not yet confirmable, 0 if none.
@@ -71,6 +75,7 @@ class lsn_tracker {
   ticket next_ = 1;
   std::uint64_t held_ = 0;
   walhook::lsn confirmed_;
+  walhook::lsn confirmed_by_transactions_;
 };
 
 }  // namespace walhook::relay

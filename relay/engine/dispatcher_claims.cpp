@@ -40,7 +40,8 @@ bool dispatcher::must_hold() {
     // be full of claimed rows), and a full queue spills its new work to the table instead.
     if (backlog_.lane_of(id) != lane::memory) continue;
     auto load = load_of(id);
-    if (backlog_.keeps_up(load, now)) {
+    // A queue that waited for walhook's own in-flight pool says nothing about its endpoint.
+    if (backlog_.keeps_up(load, now) || sched_.waits_for_walhook(id)) {
       hold = true;
     } else if (backlog_.use_table(id)) {
       auto capacity = backlog_.capacity(id, load.max_concurrency);

@@ -14,6 +14,8 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
+#include <thread>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -153,6 +155,47 @@ TEST_CASE("a quiet outbox on a busy database: the slot keeps up through keepaliv
   CHECK(caught_up);
   CHECK(lag.max_age_s() < 10.0);
   CHECK(rcv->total() == 0);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("an idle database stays idle: keepalives alone record no progress; an event does") {
+  test::scenario s("idle_db");
+  auto& db = s.db;
+  test::add_endpoint(db, "t", s.rcv->url("/a"), delivery::generate_secret());
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  pg::params slot{s.slot};
+  auto recorded = [&] { return test::query_value(db, "SELECT confirmed_lsn::text FROM walhook.slot_progress WHERE slot_name = $1", slot); };
+  auto version = [&] { return test::query_value(db, "SELECT xmin::text FROM walhook.slot_progress WHERE slot_name = $1", slot); };
+
+  // An event is streamed: its acknowledgement is recorded soon (the 200 ms cadence).
+  std::this_thread::sleep_for(500ms);
+  const std::string before_first = recorded();
+  s.publish("t", "x");
+  REQUIRE(test::eventually([&] { return s.rcv->count("/a") == 1; }, 10s));
+  CHECK(test::eventually([&] { return recorded() != before_first; }, 5s));
+
+  // Then nothing happens for 8 s (after the 2 s during which the delivered snapshot sampled
+  // after the event is still recorded): walhook's own progress write must not feed itself
+  // through the keepalives that report it (5 writes a second, ~1.2 KB/s of WAL before issue 18).
+  std::this_thread::sleep_for(3s);
+  const std::string wal_before = test::query_value(db, "SELECT pg_current_wal_lsn()::text");
+  std::set<std::string> versions{version()};
+  const auto until = std::chrono::steady_clock::now() + 8s;
+  while (std::chrono::steady_clock::now() < until) {
+    versions.insert(version());
+    std::this_thread::sleep_for(100ms);
+  }
+  pg::params from{wal_before};
+  const auto wal_bytes = std::stol(test::query_value(db, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", from));
+  MESSAGE(fmt::format("idle database, 8 s: {} progress writes, {} bytes of WAL", versions.size() - 1, wal_bytes));
+  CHECK(versions.size() == 1);  // none: the last event was recorded over 2 s ago
+
+  // A new event is recorded again at once.
+  const std::string before_second = recorded();
+  s.publish("t", "y");
+  REQUIRE(test::eventually([&] { return s.rcv->count("/a") == 2; }, 10s));
+  CHECK(test::eventually([&] { return recorded() != before_second; }, 5s));
   CHECK(walhook.stop() == 0);
 }
 

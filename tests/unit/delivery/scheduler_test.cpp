@@ -575,6 +575,27 @@ TEST_CASE("scheduler: an aggregate-blocked endpoint keeps its round-robin turn f
 // ---------------------------------------------------------------------------------------------
 // Spilling, draining, free slots
 
+TEST_CASE("scheduler: take_waiting_since keeps the jobs of endpoints that wait for walhook's pool, not for themselves") {
+  scheduler s({.max_in_flight = 2});
+  s.configure(1, 4, false);
+  s.configure(2, 4, false);
+  s.configure(3, 1, false);
+  push_queued(s, with_ticket(make_job(1, "a1"), 1, t0));
+  push_queued(s, with_ticket(make_job(3, "c1"), 2, t0));
+  auto first = s.next();
+  REQUIRE(first);
+  REQUIRE(s.next());
+  CHECK(s.in_flight_total() == 2);  // the young pool is full
+  push_queued(s, with_ticket(make_job(2, "b1"), 3, t0));  // endpoint 2: 4 free slots of its own
+  push_queued(s, with_ticket(make_job(3, "c2"), 4, t0));  // endpoint 3: its one slot is taken
+  auto taken = s.take_waiting_since(t0 + seconds{10});
+  CHECK(ids(taken) == "c2");  // endpoint 3 is slow itself; endpoint 2 waits for walhook
+  CHECK(s.queued(2) == 1);
+  // With room in the pool, a job that still waited that long was not started: it is taken.
+  s.finished(*first);
+  CHECK(ids(s.take_waiting_since(t0 + seconds{10})) == "b1");
+}
+
 TEST_CASE("scheduler: take_waiting_since returns only queued jobs holding a ticket, older than the cutoff") {
   scheduler s;
   s.configure(1, 1, false);
@@ -877,11 +898,15 @@ void run_model(std::uint64_t seed) {
       auto taken = s.take_waiting_since(cutoff);
       std::map<std::int64_t, std::vector<std::string>> got;
       for (const auto& j : taken) got[j.endpoint_id].push_back(j.ev->id);
+      // An endpoint with free slots of its own while the pool is full waits for walhook: kept.
+      const bool pool_full = m.running_total() >= m.limits.max_in_flight;
       for (auto& [id, me] : m.endpoints) {
         std::vector<std::string> expected;
         std::vector<model_job> keep;
+        const bool waits_for_walhook =
+            pool_full && !me.ordered && me.running.size() < static_cast<std::size_t>(me.max_concurrency);
         for (auto& q : me.queue) {
-          if (q.ticket != 0 && q.at < cutoff) {
+          if (q.ticket != 0 && q.at < cutoff && !waits_for_walhook) {
             expected.push_back(q.id);
             live.erase(q.id);
           } else {

@@ -120,6 +120,24 @@ TEST_CASE("lsn_tracker: a keepalive's WAL end is confirmable only when nothing i
   CHECK(confirmed(t) == 900);
 }
 
+TEST_CASE("lsn_tracker: confirmed_by_transactions moves with streamed transactions, never with keepalives") {
+  lsn_tracker t;
+  t.keepalive(lsn{500});
+  CHECK(t.confirmable().value() == 500);
+  CHECK(t.confirmed_by_transactions().value() == 0);  // only walhook's own writes moved the WAL end
+  auto a = t.begin();
+  t.hold(a);
+  t.commit(a, lsn{700});
+  CHECK(t.confirmed_by_transactions().value() == 0);  // a delivery is outstanding
+  t.release(a);
+  CHECK(t.confirmed_by_transactions().value() == 700);
+  t.keepalive(lsn{900});
+  CHECK(t.confirmable().value() == 900);
+  CHECK(t.confirmed_by_transactions().value() == 700);
+  t.restart_at(lsn{2000});  // a new slot: its start is where streamed history begins
+  CHECK(t.confirmed_by_transactions().value() == 2000);
+}
+
 TEST_CASE("lsn_tracker: the confirmable position never goes backwards") {
   lsn_tracker t;
   t.keepalive(lsn{1000});
