@@ -83,8 +83,7 @@ scheduler::push_result scheduler::push(job j) {
 }
 
 std::optional<job> scheduler::next() {
-  while (!ring_.empty() && in_flight_total_ - parked_total_ < limits_.max_in_flight &&
-         in_flight_total_ < limits_.max_in_flight + limits_.max_slow_in_flight) {
+  while (!ring_.empty() && !pools_full()) {
     std::int64_t id = ring_.front();
     ring_.pop_front();
     auto found = endpoints_.find(id);
@@ -130,11 +129,13 @@ void scheduler::finished(const job& j) {
   make_ready(j.endpoint_id, q);
 }
 
+bool scheduler::pools_full() const {
+  return in_flight_total_ - parked_total_ >= limits_.max_in_flight ||
+         in_flight_total_ >= limits_.max_in_flight + limits_.max_slow_in_flight;
+}
+
 bool scheduler::waits_for_walhook(const endpoint_queue& q) const {
-  // The process-wide caps next() applies: young attempts, and young plus parked ones.
-  const bool pools_full = in_flight_total_ - parked_total_ >= limits_.max_in_flight ||
-                          in_flight_total_ >= limits_.max_in_flight + limits_.max_slow_in_flight;
-  return pools_full && !q.aggregate_ordering && q.parked == 0 && q.in_flight < static_cast<std::size_t>(q.max_concurrency);
+  return pools_full() && !q.aggregate_ordering && q.parked == 0 && q.in_flight < static_cast<std::size_t>(q.max_concurrency);
 }
 
 bool scheduler::waits_for_walhook(std::int64_t endpoint_id) const {

@@ -122,6 +122,9 @@ class scheduler {
 
   bool can_start(const endpoint_queue& q) const;
   bool waits_for_walhook(const endpoint_queue& q) const;
+  /// The process-wide caps keep anything from starting: max_in_flight young attempts, or
+  /// max_in_flight + max_slow_in_flight in all.
+  bool pools_full() const;
   std::list<job>::iterator startable(endpoint_queue& q);
   void make_ready(std::int64_t id, endpoint_queue& q);
   job take(endpoint_queue& q, std::list<job>::iterator it);

@@ -53,7 +53,7 @@ command add_events(CLI::App& app) {
   c->add_option("--tenant", a->tenant, "Tenant")->required();
   c->add_option("--since", a->since, "From (timestamptz)");
   c->add_option("--until", a->until, "Until (timestamptz)");
-  c->add_option("--limit", a->limit, "At most this many")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--limit", a->limit, "At most this many")->capture_default_str()->check(positive);
   return {c, [a] { return events(*a); }};
 }
 

@@ -5,8 +5,36 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <charconv>
+#include <optional>
 
 namespace walhook::relay::cli {
+
+namespace {
+
+/// The whole number `text` holds, or nullopt ("12", "-5"; not "1.5", "12x").
+std::optional<long long> whole_number(const std::string& text) {
+  long long v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+/// At least `min`, else "<what> (got <text>)"; text that is not a whole number is left to the
+/// option's own conversion, which says so.
+CLI::Validator at_least(long long min, std::string what, std::string name) {
+  return CLI::Validator(
+      [min, what](std::string& text) -> std::string {
+        auto v = whole_number(text);
+        return v && *v < min ? what + " (got " + text + ")" : std::string();
+      },
+      std::move(name));
+}
+
+}  // namespace
+
+const CLI::Validator positive = at_least(1, "must be at least 1", "POSITIVE");
+const CLI::Validator not_negative = at_least(0, "must not be negative", "");
 
 CLI::Option* add_database_url(CLI::App* cmd, std::string& url) {
   return cmd->add_option("--database-url", url, "PostgreSQL URL, e.g. postgresql://walhook@db:5432/app")

@@ -14,6 +14,13 @@ namespace walhook::relay::cli {
 /// --database-url (required; env WALHOOK_DATABASE_URL), bound to `url`.
 CLI::Option* add_database_url(CLI::App* cmd, std::string& url);
 
+/// A CLI11 check: a whole number ≥ 1, refused in plain words ("must be at least 1 (got 0)").
+/// Named POSITIVE as CLI11's own, so --help reads the same; CLI11's prints a double range
+/// ("not in range 0.000000 to 1.797…e308").
+extern const CLI::Validator positive;
+/// A CLI11 check without a name in --help: a whole number ≥ 0 ("must not be negative (got -5)").
+extern const CLI::Validator not_negative;
+
 /// Adds `name`, a whole number of `Unit` (std::chrono::milliseconds, seconds, days …), bound
 /// straight to the setting `d`: given, it sets d; --help shows d's own default in `Unit`. No copy
 /// of the setting to convert back after parsing.
@@ -24,6 +31,7 @@ CLI::Option* add_duration(CLI::App* cmd, const std::string& name, std::chrono::d
   auto* o = cmd->add_option_function<long long>(
       name, [&d](const long long& n) { d = std::chrono::duration_cast<setting>(Unit{n}); }, help);
   o->default_str(std::to_string(std::chrono::duration_cast<Unit>(d).count()));
+  o->check(not_negative);  // a duration below zero means nothing
   return o;
 }
 

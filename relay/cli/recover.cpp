@@ -114,7 +114,7 @@ command add_recover(CLI::App& app) {
   c->add_flag("--wait", a->wait, "Wait until every delivery is delivered or stored");
   c->add_option("--wait-timeout", a->wait_timeout_s, "Seconds --wait waits at most")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   return {c, [a] { return recover(*a); }};
 }
 

@@ -53,7 +53,7 @@ void add_memory_flags(CLI::App* c, run_options& run) {
   auto& limits = run.dispatch.limits;
   c->add_option("--max-in-flight", limits.max_in_flight, "Attempts in flight, whole process, not counting those past --max-hold-ms")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   c->add_option("--max-slow-in-flight", limits.max_slow_in_flight,
                 "Attempts past --max-hold-ms (slow or hung endpoints) in flight at most, on top of --max-in-flight")
       ->capture_default_str();
@@ -64,25 +64,25 @@ void add_memory_flags(CLI::App* c, run_options& run) {
                              "A delivery waiting longer in memory is persisted as pending");
   c->add_option("--max-batch", run.store.max_batch, "Writes of delivery state per PostgreSQL transaction at most")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   c->add_option("--max-queue-bytes", run.dispatch.max_queued_bytes,
                 "Bytes of event bodies held in memory at most (e.g. 256MiB, 1GiB); past it, reading the slot waits")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   c->add_option("--max-claim", run.dispatch.max_claim, "Pending deliveries one claim takes back for one endpoint at most")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   add_duration<milliseconds>(c, "--max-hold-ms", run.dispatch.max_hold,
                              "An attempt still running after this long is recorded as 'sending' so the slot's "
                              "acknowledged position can move past it")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
 }
 
 /// Connections: to PostgreSQL, and each attempt's.
 void add_connection_flags(CLI::App* c, run_options& run) {
   using std::chrono::milliseconds;
   add_duration<milliseconds>(c, "--reconnect-max-ms", run.reconnect_max, "Longest wait between reconnects to PostgreSQL")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   add_duration<milliseconds>(c, "--deadline-ms", run.http.total_deadline,
                              "Total deadline of one attempt (resolve, connect, TLS, write, response headers)");
   c->add_option("--max-payload-bytes", run.dispatch.admission.max_payload_bytes, "Larger request bodies end as dead deliveries")
@@ -117,7 +117,7 @@ void add_process_flags(CLI::App* c, run_options& run) {
   add_duration<milliseconds>(c, "--status-interval-ms", run.stream.status_interval, "Standby status update at least this often");
   add_duration<std::chrono::days>(c, "--retention-days", run.retention,
                                   "Outbox rows and finished deliveries are deleted after this")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   c->add_option("--admin-listen", run.admin_listen,
                 "Serve the console (/console/), its JSON API (/api/), /metrics (Prometheus), /healthz and /readyz on "
                 "HOST:PORT, e.g. localhost:9187 (a non-loopback address needs --admin-token-file)");

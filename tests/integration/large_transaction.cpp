@@ -81,7 +81,8 @@ TEST_CASE("large events are bounded by bytes, not only by count: 300 events of 9
   slow.delay = 20ms;  // 4 at a time: ~200 events/s, slower than walhook reads them
   rcv->set_behaviour("/a", slow);
   test::add_endpoint(db, "big", rcv->url("/a"), delivery::generate_secret());
-  auto walhook = s.start_walhook({"--max-queue-bytes", "32MiB"});
+  // --max-wait-ms 10000 as above: the endpoint keeps up (~200/s, a queue of ~35 events) on any machine.
+  auto walhook = s.start_walhook({"--max-queue-bytes", "32MiB", "--max-wait-ms", "10000"});
   REQUIRE(test::eventually([&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'large_bytes'") == "t"; }, 20s));
   const long baseline_kib = walhook.peak_rss_kib();
   // 300 × ~900 KB in one transaction: the count caps (1,000 per endpoint) would hold all of them.

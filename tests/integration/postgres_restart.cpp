@@ -101,7 +101,12 @@ void restart_under_load(const std::string& mode) {
                       mode, stop_s[0], stop_s[1], resume_s[0], resume_s[1], ids.size(), received_ok - ids.size() * 2,
                       pub.failures(), walhook.count_in_log("\"replication.streaming\"")));
   CHECK(walhook.count_in_log("\"replication.streaming\"") >= 3);
-  for (double s : stop_s) CHECK(s < 15.0);  // far below wal_sender_timeout (60 s)
+  // What walhook could do to a server's stop is hold a fast shutdown: the walsender sends its
+  // last WAL and waits for the client's confirmation, up to wal_sender_timeout (60 s), then logs
+  // "replication timeout" — checked below. The stop times themselves are reported, not
+  // asserted: CI saw the postmaster itself take 60 s to exit (-m immediate once, -m fast once,
+  // without any replication timeout; 0.02–0.06 s in every other run), a server-side stall that
+  // no client causes.
   // The reconnect backoff is capped at 500 ms: streaming resumes within a second of the server
   // accepting connections (generous bound: crash recovery and a loaded machine).
   for (double s : resume_s) CHECK(s < 5.0);

@@ -82,6 +82,29 @@ TEST_CASE("run flags: each sets its setting, durations in the flag's unit") {
   CHECK_FALSE(parsed("--record failed").run.dispatch.outcomes.record_successes);
 }
 
+TEST_CASE("run flags: a count below 1 or a negative duration is refused in plain words") {
+  struct row {
+    const char* args;
+    const char* says;
+  };
+  for (const auto& r : std::vector<row>{
+           {"--max-in-flight 0", "--max-in-flight: must be at least 1 (got 0)"},
+           {"--max-batch -1", "--max-batch: must be at least 1 (got -1)"},
+           {"--max-wait-ms -5", "--max-wait-ms: must not be negative (got -5)"},
+           {"--max-hold-ms 0", "--max-hold-ms: must be at least 1 (got 0)"},
+       }) {
+    CAPTURE(r.args);
+    std::string what;
+    try {
+      parsed(r.args);
+    } catch (const CLI::ValidationError& e) {
+      what = e.what();
+    }
+    CHECK(what == r.says);
+  }
+  CHECK(parsed("--max-wait-ms 0").run.dispatch.max_wait_in_memory == 0ms);  // zero is a duration
+}
+
 TEST_CASE("run flags: the text settings, and --shard kept as given until run starts") {
   const auto f = parsed("--slot s --shard 1/4 --ca-file ca.pem --admin-listen localhost:0 --admin-token-file t "
                         "--operator-tenant ops --instance-name i");
