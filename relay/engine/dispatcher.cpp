@@ -76,6 +76,7 @@ void dispatcher::queue(job j) {
       release(*pushed.replaced);
       break;
     case delivery::scheduler::push_status::full: {
+      if (try_follow(*pushed.replaced, "its queue is full")) break;
       auto record = spill_record(*pushed.replaced, clock_.system_now());
       write(std::move(*pushed.replaced), std::move(record));
       break;
@@ -183,8 +184,11 @@ void dispatcher::apply(job j, const decision& d) {
     store_.enqueue(std::move(h));
   }
   for (const auto& n : notices.notices) publish(n);
-  if (d.what == fate::write) write(std::move(j), d.record);
-  else release(j);
+  // An endpoint failing again (not one event failing alone) stops costing a row per delivery:
+  // its cursor owes the delivery.
+  const bool endpoint_failing = d.result == verdict::retry && (d.breaker.consecutive_failures >= 2 || d.paused_until);
+  if (d.what != fate::write) release(j);
+  else if (!(endpoint_failing && try_follow(j, "failing: " + d.last_error.value_or("")))) write(std::move(j), d.record);
   if (d.recovered) log::info("endpoint.recovered", {{"endpoint_id", id}});
   if (d.retry_after)
     log::info("endpoint.retry_after", {{"endpoint_id", id}, {"until", format_iso8601(*d.breaker.paused_until)}});
@@ -209,7 +213,8 @@ void dispatcher::apply(job j, const decision& d) {
 void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason) {
   auto now = clock_.system_now();
   for (auto& j : sched_.drain(endpoint_id))
-    spill(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
+    if (!try_follow(j, reason.empty() ? "its queue left memory" : reason))
+      spill(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
 }
 
 void dispatcher::spill(job j, sql::delivery_outcome pending) {
@@ -306,7 +311,8 @@ asio::awaitable<void> dispatcher::shutdown(std::chrono::steady_clock::time_point
   // PostgreSQL; attempts in flight get the grace period.
   active_ = false;
   auto now = clock_.system_now();
-  for (auto& j : sched_.drain_all()) write(j, spill_record(j, now));
+  for (auto& j : sched_.drain_all())
+    if (!j.drained) write(j, spill_record(j, now));  // a cursor's reads are read again (its window stays open)
   co_await attempts_.async_wait(deadline - 1s);
   if (attempts_.size() > 0) {
     log::warn("shutdown.cancelling_attempts", {{"in_flight", static_cast<std::uint64_t>(attempts_.size())}});

@@ -9,6 +9,7 @@
 #include "relay/core/outcome_log.hpp"
 #include "relay/core/version.hpp"
 #include "relay/engine/config.hpp"
+#include "relay/engine/cursors.hpp"
 #include "relay/engine/dispatcher.hpp"
 #include "relay/engine/leadership.hpp"
 #include "relay/engine/process_metrics.hpp"
@@ -59,12 +60,17 @@ struct engine::impl {
         lead(ex, {options.database_url, options.slot, options.instance_name}),
         recent(options.recent_outcomes),
         deliveries(ex, dispatcher_options_of(options, &recent), directory, tracker, store, http, clock,
-                   {[this] { confirm(); }, [this] { stream.wake(); }}),
+                   {[this] { released(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
         recovery(store, stream, tracker, handler, deliveries, options.slot),
+        cursors(ex, store, tracker, directory, deliveries, recovery, clock),
         background(ex),
         backoff_timer(ex),
-        finish_timer(ex) {}
+        finish_timer(ex) {
+    deliveries.set_cursor_hooks({[this](delivery::job& j) { return cursors.skips(j); },
+                                 [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
+    handler.on_outbox_commit([this](std::uint32_t xid, std::string_view tenant, lsn end) { cursors.streamed(xid, tenant, end); });
+  }
 
   asio::any_io_executor executor;
   run_options options;
@@ -79,6 +85,7 @@ struct engine::impl {
   dispatcher deliveries;
   stream_handler handler;
   slot_recovery recovery;
+  outbox_cursors cursors;
   task_group background;  // the state store's writer, claims and sweeps: the whole run
   asio::steady_timer backoff_timer;
   asio::steady_timer finish_timer;  ///< bounds reading to the open transaction's Commit on a stop
@@ -91,6 +98,10 @@ struct engine::impl {
   static constexpr auto idle_progress_interval = 60s;
 
   void confirm() { stream.confirm(tracker.confirmable()); }
+  void released() {
+    confirm();
+    cursors.wake();
+  }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     backoff_timer.expires_after(d);
@@ -224,6 +235,8 @@ struct engine::impl {
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
     stream.resume_from(progress->confirmed, progress->system_id);
+    start_step = "load the outbox cursors";
+    if (auto ec = co_await cursors.start_session(progress->delivered_snapshot)) co_return ec;
     co_return with_backlog;
   }
 
@@ -346,9 +359,11 @@ struct engine::impl {
     session_tasks.spawn(watch_leadership(), "leadership watch");
     session_tasks.spawn(housekeeping(), "housekeeping");
     session_tasks.spawn(recovery.run([this] { return session_active && !stopping; }), "recoveries");
+    session_tasks.spawn(cursors.run([this] { return session_active && !stopping; }), "outbox cursors");
     error_code result;
     while (session_active && (!stopping || finishing_transaction())) {
-      const bool hold = !stopping && deliveries.must_hold();  // a stop spills instead of holding
+      // A stop spills instead of holding; a cursor's last window is read while the stream waits.
+      const bool hold = !stopping && (deliveries.must_hold() || cursors.holds_stream());
       if (hold || store.backlog() >= options.max_store_backlog) {
         // Back-pressure: the walsender waits on TCP; status updates keep flowing.
         if (auto ec = co_await stream.async_hold(50ms)) {
@@ -373,6 +388,7 @@ struct engine::impl {
       log::warn("replication.stream_ended", {{"error", result.message()}, {"detail", stream.last_error()}});
     session_active = false;
     if (!stopping) deliveries.end_session();  // a stop spills the queue itself, then waits for attempts
+    cursors.end_session();
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
     if (!co_await session_tasks.async_wait(clock.steady_now() + 1s)) {

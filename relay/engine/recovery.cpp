@@ -241,6 +241,7 @@ asio::awaitable<void> slot_recovery::final_snapshot(std::function<void()> confir
 void slot_recovery::end_session() {
   for (auto& [id, run] : fed_) tracker_.end_detached(run.ticket);
   fed_.clear();
+  last_taken_.reset();
 }
 
 void slot_recovery::add_candidate(std::string snapshot, lsn insert_position) {
@@ -255,7 +256,14 @@ std::optional<std::string> slot_recovery::take_delivered(lsn confirmed) {
     out = std::move(candidates_.front().first);
     candidates_.pop_front();
   }
+  if (out) last_taken_ = out;
   return out;
+}
+
+std::optional<std::string> slot_recovery::snapshot_before(lsn bound) const {
+  for (auto it = candidates_.rbegin(); it != candidates_.rend(); ++it)
+    if (it->second <= bound) return it->first;
+  return last_taken_;
 }
 
 }  // namespace walhook::relay
