@@ -246,15 +246,24 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
   w.insert_lsn = lsn::parse(first[1].value_or("")).value_or(lsn{});
   w.ticket = tracker_.begin_detached();
   const auto rel = relation_of_columns(page->columns);
+  // Merge keys are resolved at read time: of a page's rows with one key, only the newest is sent.
+  std::unordered_map<std::string, std::size_t> newest;
+  const auto key_col = static_cast<std::size_t>(
+      std::find(page->columns.begin(), page->columns.end(), "merge_key") - page->columns.begin());
+  for (std::size_t k = 0; k < page->rows.size(); ++k)
+    if (key_col < page->columns.size() && page->rows[k][key_col]) newest[*page->rows[k][key_col]] = k;
   std::size_t rows = 0;
   ep = directory_.find(endpoint_id);
-  for (const auto& row : page->rows) {
+  for (std::size_t k = 0; k < page->rows.size(); ++k) {
+    const auto& row = page->rows[k];
     if (!row[2]) continue;  // the one row of an empty page
     ++rows;
     w.last_seq = std::stoll(*row[2]);
+    if (key_col < page->columns.size() && row[key_col] && newest[*row[key_col]] != k) continue;  // merged
     const auto tuple = tuple_of_text(row);
     std::string why;
-    auto ev = event_from_row(row_view(rel, tuple), lsn{1}, why);
+    // No commit LSN: a state read back wins over an older one pending in the table (merge).
+    auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
     if (!ev || !ep) continue;
     const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id);
     if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;

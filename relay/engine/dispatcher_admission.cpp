@@ -24,8 +24,10 @@ void dispatcher::admit_job(job j) {
   const endpoint* ep = directory_.find(j.endpoint_id);
   const auto health = directory_.health(j.endpoint_id);
   const auto now = clock_.system_now();
-  // What a cursor reads back is sent in memory (or goes back to the cursor), never spilled.
-  const lane l = stopping_ ? lane::table : j.drained ? lane::memory : backlog_.lane_of(j.endpoint_id);
+  // What a cursor reads back is sent from memory, or goes back to the cursor — except a new
+  // state of an entity while the endpoint has pending rows (the backlog lane): it merges there.
+  lane l = stopping_ ? lane::table : backlog_.lane_of(j.endpoint_id);
+  if (j.drained && l == lane::table) l = lane::memory;
   auto a = admit(j, ep, health, l, now, options_.admission);
   // Pending for a reason of the endpoint's (paused, disabled, breaker open, too slow): its
   // cursor owes it instead of a row.
