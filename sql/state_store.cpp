@@ -577,6 +577,7 @@ asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::loa
     c.also = std::string(res->value(r, 2));
     if (auto w = res->optional_value(r, 3)) c.window_snapshot = std::move(*w);
     c.window_after = to_int64(res->value(r, 4));
+    c.tenant_id = std::string(res->value(r, 5));
     out.push_back(std::move(c));
   }
   co_return out;

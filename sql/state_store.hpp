@@ -101,6 +101,7 @@ struct cursor_row {
   std::string also;  ///< "{…}"
   std::optional<std::string> window_snapshot;
   std::int64_t window_after = 0;
+  std::string tenant_id;
 };
 
 /// A page of the outbox rows a cursor owes (sql/statements/cursor_page.sql).

@@ -16,7 +16,7 @@ extern const std::string_view publish_events;      ///< $1 jsonb outbox rows
 extern const std::string_view record_progress;     ///< $1 slot, $2 system id, $3 LSN, $4 snapshot or NULL, $5 timeline
 extern const std::string_view await_removal;            ///< $1 endpoint id or NULL
 extern const std::string_view forget_removed_endpoint;  ///< $1 endpoint id or NULL, $2 xid (32-bit)
-extern const std::string_view write_cursor;   ///< $1 endpoint, $2 covered, $3 also, $4 window or NULL, $5 after, $6 reason, $7 drained
+extern const std::string_view write_cursor;   ///< $1 endpoint, $2 covered, $3 also, $4 window or NULL, $5 after, $6 reason, $7 drained, $8 tenant
 extern const std::string_view delete_cursor;  ///< $1 endpoint
 
 // Claims and reads of the state store's reader connection.

@@ -140,6 +140,7 @@ struct cursor_write {
   std::int64_t window_after = 0;
   std::string reason;
   std::int64_t drained = 0;  ///< deliveries read back from the outbox since the last write
+  std::string tenant_id;     ///< the endpoint's: a cursor belongs to the endpoint of this id and tenant
   bool operator==(const cursor_write&) const = default;
 };
 

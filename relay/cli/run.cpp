@@ -45,6 +45,13 @@ void add_slot_flags(CLI::App* c, run_flags& f) {
        "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
       ->check(CLI::IsMember({"failed", "all"}))
       ->default_str(record_successes ? "all" : "failed");
+  auto& cursors = run.outbox_cursors;
+  c->add_option_function<std::string>(
+       "--behind", [&cursors](const std::string& v) { cursors = v == "cursor"; },
+       "An endpoint that cannot take its events as they stream (down, paused, too slow) follows walhook.outbox by "
+       "cursor, one row per endpoint (cursor), or gets a walhook.deliveries row per delivery (rows)")
+      ->check(CLI::IsMember({"cursor", "rows"}))
+      ->default_str(cursors ? "cursor" : "rows");
 }
 
 /// Memory and the hold bound: how much waits, how much runs, how much one write or claim takes.

@@ -27,6 +27,8 @@ namespace {
 constexpr auto write_interval = 250ms;
 /// Streamed transactions kept for an entering cursor's `also` (beyond: re-sent, never skipped).
 constexpr std::size_t max_streamed = 200000;
+/// An entering cursor waits this long at most for the endpoint's attempts in flight to end.
+constexpr auto entry_wait = 1s;
 
 /// xid8[] text "{1,2,3}" → sorted ids; nullopt if malformed.
 std::optional<std::vector<std::uint64_t>> parse_xid_array(std::string_view text) {
@@ -83,10 +85,26 @@ void outbox_cursors::take(state& s, delivery::job& j) {
   j.ticket = 0;
 }
 
+outbox_cursors::state* outbox_cursors::find(std::int64_t endpoint_id) {
+  auto it = states_.find(endpoint_id);
+  if (it == states_.end()) return nullptr;
+  const endpoint* ep = directory_.find(endpoint_id);
+  if (!ep || ep->tenant_id != it->second.tenant_id) {
+    if (it->second.open) tracker_.end_detached(it->second.open->ticket);
+    for (auto t : it->second.held) tracker_.release(t);  // none is owed by a cursor any more
+    states_.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
 bool outbox_cursors::skips(delivery::job& j) {
-  auto it = states_.find(j.endpoint_id);
-  if (it == states_.end()) return false;
-  auto& s = it->second;
+  auto* found = find(j.endpoint_id);
+  if (!found) return false;
+  auto& s = *found;
+  // A backfill's delivery (a detached ticket) the cursor owes is read back by it; one it covers
+  // was handled — sent again only because an operator asked (walhook recover).
+  if (lsn_tracker::is_detached(j.ticket) && s.write_issued && covers(s, j.ev->xid)) return false;
   if (s.ph == phase::rejoined) {
     // The final window read everything visible in its snapshot: the stream brings the rest.
     if (!s.rejoin_snapshot.visible(s.rejoin_snapshot.widen(j.ev->xid))) return false;
@@ -105,6 +123,7 @@ bool outbox_cursors::skips(delivery::job& j) {
 }
 
 follow_result outbox_cursors::follow(delivery::job& j, std::string_view reason) {
+  find(j.endpoint_id);  // a stale state goes first
   auto it = states_.find(j.endpoint_id);
   if (j.drained) {  // back into its open window: the cursor stays before it
     if (it == states_.end() || !it->second.open || it->second.open->final || j.ticket != it->second.open->ticket)
@@ -115,13 +134,22 @@ follow_result outbox_cursors::follow(delivery::job& j, std::string_view reason) 
     j.ticket = 0;
     return follow_result::taken;
   }
+  if (lsn_tracker::is_detached(j.ticket)) {  // a backfill's: taken only by a cursor that owes it
+    if (it == states_.end() || !it->second.write_issued || it->second.ph == phase::rejoined ||
+        covers(it->second, j.ev->xid))
+      return follow_result::refused;
+    take(it->second, j);
+    return follow_result::taken;
+  }
   bool entered = false;
   if (it == states_.end()) {
     const endpoint* ep = directory_.find(j.endpoint_id);
     // A lower bound is needed: the delivered snapshot (recorded ~1 s after the first stream).
-    if (!ep || ep->retired || !recovery_.last_delivered()) return follow_result::refused;
+    if (!allow_entering_ || !ep || ep->retired || !recovery_.last_delivered()) return follow_result::refused;
     it = states_.emplace(j.endpoint_id, state{}).first;
     it->second.reason = std::string(reason);
+    it->second.tenant_id = ep->tenant_id;
+    it->second.covered_at = clock_.steady_now();
     entered = true;
     ++stats_.entered;
     log::warn("endpoint.following_outbox", {{"endpoint_id", j.endpoint_id}, {"reason", std::string(reason)},
@@ -144,11 +172,15 @@ void outbox_cursors::issue_entry_write(std::int64_t endpoint_id) {
   auto it = states_.find(endpoint_id);
   if (it == states_.end() || it->second.ph != phase::entering || it->second.write_issued) return;
   auto& s = it->second;
+  // Attempts of the endpoint in flight end first (for a second at most): a delivered one is then
+  // covered, a failed one taken — not sent again after the endpoint is back.
+  const auto in_flight = deliveries_.in_flight_stream(endpoint_id);
+  if (!in_flight.empty() && clock_.steady_now() - s.covered_at < entry_wait) return;  // run() tries again
   // Not handled yet: what was taken, and the attempts still in flight (they may end either way).
   std::unordered_set<std::uint32_t> unhandled = s.dropped;
   lsn bound = streamed_until_;
   if (s.dropped_from.valid()) bound = std::min(bound, s.dropped_from);
-  for (const auto& [xid, commit] : deliveries_.in_flight_stream(endpoint_id)) {
+  for (const auto& [xid, commit] : in_flight) {
     unhandled.insert(xid);
     if (commit.valid()) bound = std::min(bound, commit);
   }
@@ -187,6 +219,7 @@ void outbox_cursors::write_cursor(std::int64_t endpoint_id, state& s) {
   w.window_after = s.window_after;
   w.reason = s.reason;
   w.drained = static_cast<std::int64_t>(s.drained_unwritten);
+  w.tenant_id = s.tenant_id;
   s.drained_unwritten = 0;
   s.dirty = false;
   s.last_write = clock_.steady_now();
@@ -204,6 +237,43 @@ void outbox_cursors::write_cursor(std::int64_t endpoint_id, state& s) {
 }
 
 // ------------------------------------------------------------------ reading back
+
+std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::text_rows& page, window& w) {
+  const auto rel = relation_of_columns(page.columns);
+  // Merge keys are resolved at read time: of a page's rows with one key, only the newest is sent.
+  std::unordered_map<std::string, std::size_t> newest;
+  const auto key_col = static_cast<std::size_t>(
+      std::find(page.columns.begin(), page.columns.end(), "merge_key") - page.columns.begin());
+  for (std::size_t k = 0; k < page.rows.size(); ++k)
+    if (key_col < page.columns.size() && page.rows[k][key_col]) newest[*page.rows[k][key_col]] = k;
+  std::size_t rows = 0;
+  const endpoint* ep = directory_.find(endpoint_id);
+  for (std::size_t k = 0; k < page.rows.size(); ++k) {
+    const auto& row = page.rows[k];
+    if (!row[2]) continue;  // the one row of an empty page
+    ++rows;
+    w.last_seq = std::stoll(*row[2]);
+    if (key_col < page.columns.size() && row[key_col] && newest[*row[key_col]] != k) continue;  // merged
+    const auto tuple = tuple_of_text(row);
+    std::string why;
+    // No commit LSN: a state read back wins over an older one pending in the table (merge).
+    auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
+    if (!ev || !ep) continue;
+    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id);
+    if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;
+    ev->seq = w.last_seq;
+    delivery::job j;
+    j.ev = deliveries_.track(std::move(*ev));
+    j.endpoint_id = endpoint_id;
+    j.ticket = w.ticket;
+    j.drained = true;
+    tracker_.hold(w.ticket);
+    ++w.deliveries;
+    if (why.empty()) deliveries_.submit_drained(std::move(j));
+    else deliveries_.submit_dead(std::move(j), why);
+  }
+  return rows;
+}
 
 std::size_t outbox_cursors::page_size(std::int64_t endpoint_id, const state& s) const {
   if (s.ph != phase::following || !s.durable || s.open) return 0;
@@ -245,39 +315,8 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
   w.snapshot = *snap;
   w.insert_lsn = lsn::parse(first[1].value_or("")).value_or(lsn{});
   w.ticket = tracker_.begin_detached();
-  const auto rel = relation_of_columns(page->columns);
-  // Merge keys are resolved at read time: of a page's rows with one key, only the newest is sent.
-  std::unordered_map<std::string, std::size_t> newest;
-  const auto key_col = static_cast<std::size_t>(
-      std::find(page->columns.begin(), page->columns.end(), "merge_key") - page->columns.begin());
-  for (std::size_t k = 0; k < page->rows.size(); ++k)
-    if (key_col < page->columns.size() && page->rows[k][key_col]) newest[*page->rows[k][key_col]] = k;
-  std::size_t rows = 0;
-  ep = directory_.find(endpoint_id);
-  for (std::size_t k = 0; k < page->rows.size(); ++k) {
-    const auto& row = page->rows[k];
-    if (!row[2]) continue;  // the one row of an empty page
-    ++rows;
-    w.last_seq = std::stoll(*row[2]);
-    if (key_col < page->columns.size() && row[key_col] && newest[*row[key_col]] != k) continue;  // merged
-    const auto tuple = tuple_of_text(row);
-    std::string why;
-    // No commit LSN: a state read back wins over an older one pending in the table (merge).
-    auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
-    if (!ev || !ep) continue;
-    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id);
-    if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;
-    ev->seq = w.last_seq;
-    delivery::job j;
-    j.ev = deliveries_.track(std::move(*ev));
-    j.endpoint_id = endpoint_id;
-    j.ticket = w.ticket;
-    j.drained = true;
-    tracker_.hold(w.ticket);
-    ++w.deliveries;
-    if (why.empty()) deliveries_.submit_drained(std::move(j));
-    else deliveries_.submit_dead(std::move(j), why);
-  }
+  w.read_at = clock_.steady_now();
+  const std::size_t rows = submit_page(endpoint_id, *page, w);
   ++stats_.windows;
   stats_.drained += w.deliveries;
   st.drained_unwritten += w.deliveries;
@@ -324,6 +363,7 @@ void outbox_cursors::finish_window(std::int64_t endpoint_id, state& s) {
     s.window_after = w.last_seq;
     s.small_last = false;
   } else {  // the window is done: its snapshot is covered
+    s.covered_at = w.read_at;
     s.covered = w.snapshot;
     s.covered_text = w.snapshot_text;
     s.also.clear();
@@ -349,12 +389,11 @@ asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
     std::vector<std::int64_t> ids;
     for (auto& [id, s] : states_) ids.push_back(id);
     for (auto id : ids) {
-      auto it = states_.find(id);
-      if (it == states_.end()) continue;
-      auto& s = it->second;
-      if (!directory_.find(id)) {  // removed: nothing is owed to it any more
-        if (s.open) tracker_.end_detached(s.open->ticket);
-        states_.erase(it);
+      auto* found = find(id);  // removed: nothing is owed to it any more
+      if (!found) continue;
+      auto& s = *found;
+      if (s.ph == phase::entering && !s.write_issued) {
+        issue_entry_write(id);
         continue;
       }
       finish_window(id, s);
@@ -362,7 +401,7 @@ asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
         if (s.deleted && streamed_until_ >= s.rejoin_until) {
           ++stats_.rejoined;
           log::info("endpoint.following_stream", {{"endpoint_id", id}, {"drained", s.drained_total}});
-          states_.erase(it);
+          states_.erase(id);
         }
         continue;
       }
@@ -401,12 +440,22 @@ asio::awaitable<error_code> outbox_cursors::start_session(const std::optional<st
     s.window_snapshot = window;
     s.window_text = r.window_snapshot.value_or("");
     s.window_after = r.window_after;
+    s.tenant_id = r.tenant_id;
     s.reason = "following the outbox since before this session";
+    s.covered_at = clock_.steady_now();  // not known: counted from this session's start
     states_.emplace(r.endpoint_id, std::move(s));
   }
   if (!states_.empty())
     log::info("cursor.loaded", {{"endpoints", static_cast<std::uint64_t>(states_.size())}});
   co_return error_code{};
+}
+
+void outbox_cursors::flush() {
+  for (auto& [id, s] : states_) {
+    if (!s.durable) continue;
+    finish_window(id, s);
+    if (s.dirty) write_cursor(id, s);
+  }
 }
 
 void outbox_cursors::end_session() {
@@ -420,7 +469,7 @@ std::vector<cursor_view> outbox_cursors::views() const {
   std::vector<cursor_view> out;
   for (const auto& [id, s] : states_)
     out.push_back({id, s.ph == phase::entering ? "entering" : s.ph == phase::following ? "following" : "rejoining",
-                   s.drained_total});
+                   s.drained_total, std::chrono::duration<double>(clock_.steady_now() - s.covered_at).count()});
   return out;
 }
 

@@ -44,6 +44,7 @@
 
 namespace walhook::sql {
 class state_store;
+struct text_rows;
 }
 
 namespace walhook::relay {
@@ -65,6 +66,7 @@ struct cursor_view {
   std::int64_t endpoint_id = 0;
   std::string phase;  ///< entering | following | rejoining
   std::uint64_t drained = 0;
+  double lag_seconds = 0;  ///< since the position its cursor covers was current
 };
 
 class outbox_cursors {
@@ -87,12 +89,17 @@ class outbox_cursors {
 
   /// A rejoin's final page is being read: reading the slot waits (one query).
   bool holds_stream() const { return holding_; }
+  /// Whether endpoints may leave the stream (walhook run --behind cursor); cursors loaded from
+  /// the table drain and rejoin either way.
+  void allow_entering(bool allow) { allow_entering_ = allow; }
 
   /// Session start: this shard's cursors from walhook.endpoint_cursors, and the delivered
   /// snapshot recorded with the slot's position (`delivered`, pg_snapshot text).
   boost::asio::awaitable<boost::system::error_code> start_session(const std::optional<std::string>& delivered);
   /// Session end: in-memory state goes (the stream and the windows are read again).
   void end_session();
+  /// A stop, once the attempts ended: each cursor's progress is written (then end_session()).
+  void flush();
   /// The drain: while `active()`, windows for following endpoints that can take work.
   boost::asio::awaitable<void> run(std::function<bool()> active);
   /// A drained delivery finished: its window may be done.
@@ -114,10 +121,12 @@ class outbox_cursors {
     bool final = false;
     std::optional<std::int64_t> min_dropped_seq;
     std::uint64_t deliveries = 0;
+    steady_time read_at{};
   };
   struct state {
     phase ph = phase::entering;
     std::string reason;
+    std::string tenant_id;  ///< the endpoint's when the cursor began: an id reused by another tenant is not it
     pg_snapshot covered;
     std::string covered_text;
     std::vector<std::uint64_t> also;  ///< sorted
@@ -135,6 +144,7 @@ class outbox_cursors {
     std::uint64_t drained_total = 0;
     bool dirty = false;
     steady_time last_write{};
+    steady_time covered_at{};  ///< when what `covered` shows was current (entering: the first skip)
     pg_snapshot rejoin_snapshot;
     lsn rejoin_until;
     bool deleted = false;  ///< rejoined: the row's delete is durable
@@ -142,10 +152,15 @@ class outbox_cursors {
   };
 
   bool covers(const state& s, std::uint32_t xid) const;
+  /// The endpoint's cursor state; a state of an endpoint gone, or of its id's previous tenant, is dropped.
+  state* find(std::int64_t endpoint_id);
   void take(state& s, delivery::job& j);
   void issue_entry_write(std::int64_t endpoint_id);
   void write_cursor(std::int64_t endpoint_id, state& s);
   boost::asio::awaitable<void> read_window(std::int64_t endpoint_id, std::size_t limit);
+  /// The page's rows routed to the endpoint become its deliveries, holding the window's ticket.
+  /// Returns the rows read (routed or not).
+  std::size_t submit_page(std::int64_t endpoint_id, const sql::text_rows& page, window& w);
   void finish_window(std::int64_t endpoint_id, state& s);
   std::size_t page_size(std::int64_t endpoint_id, const state& s) const;
 
@@ -162,6 +177,7 @@ class outbox_cursors {
   std::deque<std::pair<std::uint32_t, std::string>> streamed_;
   lsn streamed_until_;  ///< end LSN of the last Commit streamed
   bool holding_ = false;
+  bool allow_entering_ = true;
   bool woken_ = false;
   cursor_stats stats_;
 };

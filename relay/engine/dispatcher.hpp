@@ -199,7 +199,9 @@ class dispatcher {
   void queue(delivery::job j);
   void write(delivery::job j, sql::delivery_outcome record);
   void release(delivery::job& j);
-  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason);
+  /// The endpoint's queue leaves memory: to its outbox cursor if `follow` (a reason of the
+  /// endpoint's) and it takes them, else written pending.
+  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason, bool follow = true);
   /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
   void spill(delivery::job j, sql::delivery_outcome pending);
   /// Offers a delivery leaving memory to its endpoint's outbox cursor; true if taken (when the

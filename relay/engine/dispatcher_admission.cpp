@@ -60,7 +60,9 @@ void dispatcher::submit_drained(job j) {
 std::vector<std::pair<std::uint32_t, lsn>> dispatcher::in_flight_stream(std::int64_t endpoint_id) const {
   std::vector<std::pair<std::uint32_t, lsn>> out;
   for (const auto& [n, r] : running_)
-    if (r->j.endpoint_id == endpoint_id && r->j.ev && r->j.ev->xid != 0 && !r->j.row_id && !r->j.drained)
+    // A 'sending' mark is handled: the row it queued carries the outcome (and is written before
+    // any cursor queued after it).
+    if (r->j.endpoint_id == endpoint_id && r->j.ev && r->j.ev->xid != 0 && !r->j.row_id && !r->j.drained && !r->marked)
       out.emplace_back(r->j.ev->xid, r->j.ev->commit_lsn);
   return out;
 }

@@ -69,6 +69,7 @@ struct engine::impl {
         finish_timer(ex) {
     deliveries.set_cursor_hooks({[this](delivery::job& j) { return cursors.skips(j); },
                                  [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
+    cursors.allow_entering(options.outbox_cursors);
     handler.on_outbox_commit([this](std::uint32_t xid, std::string_view tenant, lsn end) { cursors.streamed(xid, tenant, end); });
   }
 
@@ -387,8 +388,10 @@ struct engine::impl {
     if (!stopping && session_active)
       log::warn("replication.stream_ended", {{"error", result.message()}, {"detail", stream.last_error()}});
     session_active = false;
-    if (!stopping) deliveries.end_session();  // a stop spills the queue itself, then waits for attempts
-    cursors.end_session();
+    if (!stopping) {  // a stop spills the queue itself, then waits for attempts (and writes the cursors)
+      deliveries.end_session();
+      cursors.end_session();
+    }
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
     if (!co_await session_tasks.async_wait(clock.steady_now() + 1s)) {
@@ -424,6 +427,7 @@ struct engine::impl {
     finish_timer.cancel();
     background.emit(asio::cancellation_type::total);  // claims and sweeps stop; the writer goes on
     co_await deliveries.shutdown(deadline);
+    cursors.flush();  // their windows' progress: a graceful stop re-sends nothing from the outbox
     co_await store.async_idle(deadline);
     confirm();
     if (session_was_streaming && tracker.open_transactions() == 0 && store.backlog() == 0)
@@ -550,6 +554,13 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.slot_incidents = s.recovery.incidents();
   m.events_backfilled = s.recovery.events_backfilled();
   m.backfills_running = s.recovery.backfills_running();
+  const auto& cs = s.cursors.stats();
+  m.cursor_entered = cs.entered;
+  m.cursor_rejoined = cs.rejoined;
+  m.cursor_skipped = cs.skipped;
+  m.cursor_drained = cs.drained;
+  m.cursor_windows = cs.windows;
+  m.cursor_writes = cs.writes;
   m.version = walhook_version;
   m.commit = walhook_commit;
   m.process = read_process_metrics();
@@ -558,7 +569,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   for (auto id : s.directory.ids()) {
     auto c = counters.find(id);
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
-                 c == counters.end() ? endpoint_counters{} : c->second};
+                 c == counters.end() ? endpoint_counters{} : c->second, std::nullopt, 0};
   }
   // What the database says is the leader's to export: a standby (or an instance reconnecting)
   // would repeat it, and a scrape must not cost the database when this instance is not working.
@@ -566,6 +577,11 @@ asio::awaitable<std::string> engine::metrics_text() {
     if (auto ages = co_await s.store.oldest_pending())
       for (const auto& [id, age] : *ages)
         if (auto e = by_id.find(id); e != by_id.end()) e->second.oldest_pending_age_s = age;  // this shard's, still known
+  for (const auto& v : s.cursors.views())
+    if (auto e = by_id.find(v.endpoint_id); e != by_id.end()) {
+      e->second.cursor_lag_s = v.lag_seconds;
+      e->second.cursor_drained = v.drained;
+    }
   for (auto& [id, e] : by_id) m.endpoints.push_back(e);
   if (const auto& slot = s.last_slot_health; slot && s.session_active) {  // read every 10 s by housekeeping, not per scrape
     m.slot_wal_status = slot->wal_status;

@@ -43,6 +43,10 @@ struct run_options {
   /// --max-in-flight … --max-claim, --max-payload-bytes, --max-attempts … --disable-after-s,
   /// --record, --operator-tenant. recent_outcomes is set by config.
   dispatcher_options dispatch;
+  /// --behind: an endpoint that cannot take its events as they stream follows walhook.outbox by
+  /// cursor (true), or gets a walhook.deliveries row per delivery (false; a cursor left by an
+  /// earlier run still drains and rejoins).
+  bool outbox_cursors = true;
   /// --max-batch. conninfo, reconnect_max, application_name, the shard and the clock are set by
   /// config from the shared settings above.
   sql::state_store_options store;

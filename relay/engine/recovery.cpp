@@ -165,9 +165,15 @@ asio::awaitable<error_code> slot_recovery::feed_one(const sql::recovery& r, bool
       auto rows = co_await store_.recovery_events(ids);
       if (!rows) co_return fail(rows.error());
       const auto rel = relation_of_columns(rows->columns);
+      const auto xid_col = static_cast<std::size_t>(
+          std::find(rows->columns.begin(), rows->columns.end(), "xid") - rows->columns.begin());
       for (const auto& row : rows->rows) {
         const auto tuple = tuple_of_text(row);
-        run.deliveries += static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), commit_lsn, run.ticket));
+        // Its transaction's xid: an endpoint that follows the outbox reads it back itself if owed.
+        std::uint32_t xid = 0;
+        if (xid_col < row.size() && row[xid_col]) xid = static_cast<std::uint32_t>(std::stoull(*row[xid_col]));
+        run.deliveries +=
+            static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), commit_lsn, run.ticket, xid));
         ++run.events;
       }
       co_await keep_walsender();

@@ -57,7 +57,7 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
     log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
   ev->xid = xid;
-  if (xid != 0) current_tenant_ = !current_tenant_ || *current_tenant_ == ev->tenant_id ? ev->tenant_id : std::string();
+  if (xid != 0 && ticket == current_ticket_) current_tenant_ = !current_tenant_ || *current_tenant_ == ev->tenant_id ? ev->tenant_id : std::string();
   auto shared = deliveries_.track(std::move(*ev));
   const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id);
   for (std::int64_t id : routes) {

@@ -10,7 +10,10 @@
 -- the outbox rows of `window_snapshot` up to seq `window_after`. Every other committed outbox row
 -- routed to the endpoint is owed to it. No row: the endpoint follows the stream.
 CREATE TABLE walhook.endpoint_cursors (
-  endpoint_id     bigint PRIMARY KEY REFERENCES walhook.endpoints (id) ON DELETE CASCADE,
+  -- No foreign key: operators may TRUNCATE walhook.endpoints. A cursor belongs to the endpoint
+  -- with this id *and* tenant; walhook deletes it when it streams the endpoint's removal.
+  endpoint_id     bigint PRIMARY KEY,
+  tenant_id       text NOT NULL,
   covered         pg_snapshot NOT NULL,
   also            xid8[] NOT NULL DEFAULT '{}',
   window_snapshot pg_snapshot,              -- the snapshot a paged read is bounded by; NULL: none open
@@ -18,6 +21,7 @@ CREATE TABLE walhook.endpoint_cursors (
   reason          text NOT NULL,            -- why it left the stream (the latest time)
   events_drained  bigint NOT NULL DEFAULT 0,-- deliveries read back from the outbox since it entered
   entered_at      timestamptz NOT NULL DEFAULT now(),
+  covered_at      timestamptz NOT NULL DEFAULT now(),  -- when `covered` last moved (its lag: now() - this)
   updated_at      timestamptz NOT NULL DEFAULT now()
 );
 

@@ -1,17 +1,21 @@
 -- Every endpoint's state, worst first: `walhook status` and the admin API's /api/endpoints
 -- (relay/operations/status.hpp reads it into typed rows). $1: one endpoint id, or NULL for all.
 -- Columns: id, tenant_id, url, status, max_concurrency, breaker holds (paused_until > now()),
--- paused_until (past or future), pending, sending, dead, oldest pending age (seconds, float8),
+-- paused_until (past or future), pending, sending, dead, oldest pending age (seconds, float8: of
+-- its pending rows, or since its outbox cursor's position was current if it follows the outbox),
 -- consecutive_failures, last_status, last_error, disabled_reason, secret, event_types (JSON
--- text), ordering, description, contact_endpoint_id, secret_grace_until.
+-- text), ordering, description, contact_endpoint_id, secret_grace_until, following the outbox
+-- since (its cursor's entered_at, or NULL), events read back by its cursor.
 -- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
 SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.paused_until > now(), false), h.paused_until,
        coalesce(c.pending, 0), coalesce(c.sending, 0), coalesce(c.dead, 0),
-       extract(epoch FROM now() - o.oldest)::float8,
+       extract(epoch FROM now() - least(o.oldest, cur.covered_at))::float8,
        coalesce(h.consecutive_failures, 0), h.last_status, h.last_error, h.disabled_reason, e.secret,
-       array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until
+       array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until,
+       cur.entered_at, coalesce(cur.events_drained, 0)
   FROM walhook.endpoints e
+  LEFT JOIN walhook.endpoint_cursors cur ON cur.endpoint_id = e.id AND cur.tenant_id = e.tenant_id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
   LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE d.status = 'pending') AS pending,
