@@ -565,6 +565,35 @@ asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::l
   co_return out;
 }
 
+namespace {
+std::string xid_array(const std::vector<std::uint64_t>& xids) {
+  std::string out = "{";
+  for (auto x : xids) {
+    if (out.size() > 1) out += ',';
+    out += std::to_string(x);
+  }
+  return out + '}';
+}
+}  // namespace
+
+asio::awaitable<boost::system::result<std::vector<std::int64_t>>> state_store::stale_cursors(std::chrono::hours age) {
+  pg::params args{std::to_string(age.count())};
+  auto res = co_await impl_->read(statements::stale_cursors, std::move(args));
+  if (!res) co_return res.error();
+  std::vector<std::int64_t> out;
+  for (int r = 0; r < res->rows(); ++r) out.push_back(to_int64(res->value(r, 0)));
+  co_return out;
+}
+
+asio::awaitable<boost::system::result<std::pair<std::string, std::int64_t>>> state_store::give_up_cursor(
+    std::int64_t endpoint_id, const std::string& tenant_id, const std::string& covered,
+    const std::vector<std::uint64_t>& also, const std::string& reason) {
+  pg::params args{std::to_string(endpoint_id), tenant_id, covered, xid_array(also), reason};
+  auto res = co_await impl_->read(statements::give_up_cursor, std::move(args));
+  if (!res) co_return res.error();
+  co_return std::pair<std::string, std::int64_t>{std::string(res->value(0, 0)), to_int64(res->value(0, 1))};
+}
+
 asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::load_cursors() {
   pg::params args{std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
   auto res = co_await impl_->read(statements::load_cursors, std::move(args));
@@ -584,13 +613,7 @@ asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::loa
 }
 
 asio::awaitable<boost::system::result<text_rows>> state_store::cursor_page(const cursor_page_request& q) {
-  std::string also = "{";
-  for (auto x : q.also) {
-    if (also.size() > 1) also += ',';
-    also += std::to_string(x);
-  }
-  also += '}';
-  pg::params args{q.tenant_id, q.covered, also, q.window_snapshot, std::to_string(q.after_seq), std::to_string(q.limit)};
+  pg::params args{q.tenant_id, q.covered, xid_array(q.also), q.window_snapshot, std::to_string(q.after_seq), std::to_string(q.limit)};
   auto res = co_await impl_->read(statements::cursor_page, std::move(args));
   if (!res) co_return res.error();
   co_return as_text_rows(*res);

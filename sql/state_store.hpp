@@ -186,6 +186,13 @@ class state_store final : public store {
       std::int64_t id, std::int64_t after, int limit);
   /// Those outbox rows, as text with the stream's column names.
   boost::asio::awaitable<boost::system::result<text_rows>> recovery_events(std::span<const std::string> ids);
+  /// Endpoints whose outbox cursor has not moved for `age` (the give-up age).
+  boost::asio::awaitable<boost::system::result<std::vector<std::int64_t>>> stale_cursors(std::chrono::hours age);
+  /// Ends what a cursor owes dead as one range (walhook.dead_ranges) and moves it to the current
+  /// snapshot, in one statement. Returns (the new covered snapshot, events in the range).
+  boost::asio::awaitable<boost::system::result<std::pair<std::string, std::int64_t>>> give_up_cursor(
+      std::int64_t endpoint_id, const std::string& tenant_id, const std::string& covered,
+      const std::vector<std::uint64_t>& also, const std::string& reason);
   /// The outbox cursors of this shard's endpoints.
   boost::asio::awaitable<boost::system::result<std::vector<cursor_row>>> load_cursors();
   /// The outbox rows a cursor owes, in seq order: columns window_snapshot, insert_lsn (every

@@ -41,6 +41,8 @@ extern const std::string_view load_endpoints;          ///< $1/$2 shard → endp
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
 extern const std::string_view slot_health;             ///< $1 slot → (wal_status, safe_wal_size, retained bytes)
 extern const std::string_view load_cursors;            ///< $1/$2 shard → (endpoint, covered, also, window, after)
+extern const std::string_view stale_cursors;           ///< $1 hours → endpoint ids
+extern const std::string_view give_up_cursor;          ///< $1 endpoint, $2 tenant, $3 covered, $4 also, $5 reason → (covered, events, id)
 extern const std::string_view cursor_page;             ///< $1 tenant, $2 covered, $3 also, $4 window, $5 after, $6 limit → rows
 
 // Operator reads (relay/operations/).

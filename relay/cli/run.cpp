@@ -122,6 +122,10 @@ void add_process_flags(CLI::App* c, run_options& run) {
   using std::chrono::milliseconds;
   add_duration<milliseconds>(c, "--shutdown-grace-ms", run.shutdown_grace, "SIGTERM: time in-flight attempts get to finish");
   add_duration<milliseconds>(c, "--status-interval-ms", run.stream.status_interval, "Standby status update at least this often");
+  add_duration<std::chrono::hours>(c, "--give-up-after-h", run.give_up_after,
+                                   "An endpoint that has followed the outbox by cursor this long without moving gets what "
+                                   "it is owed ended dead as one range (walhook.dead_ranges)")
+      ->check(positive);
   add_duration<std::chrono::days>(c, "--retention-days", run.retention,
                                   "Outbox rows and finished deliveries are deleted after this")
       ->check(positive);

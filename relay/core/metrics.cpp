@@ -136,6 +136,9 @@ void slot_families(exposition& x, const metrics_snapshot& s) {
   x.counter("walhook_cursor_drained_total", "Deliveries read back from walhook.outbox by cursors.", s.cursor_drained);
   x.counter("walhook_cursor_windows_total", "Pages of walhook.outbox read by cursors.", s.cursor_windows);
   x.counter("walhook_cursor_writes_total", "Cursor rows written (walhook.endpoint_cursors).", s.cursor_writes);
+  x.counter("walhook_cursor_given_up_events_total",
+            "Outbox rows ended dead as ranges (walhook.dead_ranges) by cursors past --give-up-after-h.",
+            s.cursor_given_up_events);
   // Early warning before PostgreSQL invalidates the slot (max_slot_wal_keep_size) or fills the disk.
   if (s.slot_wal_status) {
     x.header("walhook_slot_wal_status", "gauge",

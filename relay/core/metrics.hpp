@@ -73,7 +73,7 @@ struct metrics_snapshot {
   /// Outbox cursors (relay/engine/cursors.hpp): endpoints that left the stream and came back,
   /// stream deliveries skipped for them, deliveries read back, pages read, cursor rows written.
   std::uint64_t cursor_entered = 0, cursor_rejoined = 0, cursor_skipped = 0, cursor_drained = 0, cursor_windows = 0,
-                cursor_writes = 0;
+                cursor_writes = 0, cursor_given_up_events = 0;
   std::vector<endpoint_metrics> endpoints;  ///< sorted by id
   /// The slot's WAL retention (pg_replication_slots), if it could be read.
   std::optional<std::string> slot_wal_status;  ///< reserved | extended | unreserved | lost

@@ -7,6 +7,8 @@
 #include "relay/engine/recovery.hpp"
 #include "sql/state_store.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -57,15 +59,16 @@ outbox_cursors::outbox_cursors(asio::any_io_executor ex, sql::state_store& store
 
 // ------------------------------------------------------------------ the stream's side
 
-void outbox_cursors::streamed(std::uint32_t xid, std::string_view tenant, lsn end) {
-  streamed_until_ = end;
+void outbox_cursors::streamed(std::uint32_t xid, const std::string* tenant, lsn end) {
+  streamed_until_ = std::max(streamed_until_, end);
+  if (!tenant) return;
   if (states_.empty() && streamed_.size() >= 64) {
     // Nothing is entering: keep only what a cursor entering now could still need.
     if (const auto& d = recovery_.last_delivered())
       if (auto snap = pg_snapshot::parse(*d))
         while (!streamed_.empty() && snap->visible(snap->widen(streamed_.front().first))) streamed_.pop_front();
   }
-  streamed_.emplace_back(xid, std::string(tenant));
+  streamed_.emplace_back(xid, *tenant);
   if (streamed_.size() > max_streamed) streamed_.pop_front();
 }
 
@@ -95,7 +98,15 @@ outbox_cursors::state* outbox_cursors::find(std::int64_t endpoint_id) {
     states_.erase(it);
     return nullptr;
   }
-  return &it->second;
+  auto& s = it->second;
+  // Rejoined: its row deleted, and everything its last window's snapshot shows streamed.
+  if (s.ph == phase::rejoined && s.deleted && !s.open && streamed_until_ >= s.rejoin_until) {
+    ++stats_.rejoined;
+    log::info("endpoint.following_stream", {{"endpoint_id", endpoint_id}, {"drained", s.drained_total}});
+    states_.erase(it);
+    return nullptr;
+  }
+  return &s;
 }
 
 bool outbox_cursors::skips(delivery::job& j) {
@@ -224,10 +235,13 @@ void outbox_cursors::write_cursor(std::int64_t endpoint_id, state& s) {
   s.dirty = false;
   s.last_write = clock_.steady_now();
   ++stats_.writes;
+  ++s.writes_in_flight;
   store_.enqueue(std::move(w), [this, endpoint_id] {
     auto it = states_.find(endpoint_id);
-    if (it == states_.end() || it->second.durable) return;
+    if (it == states_.end()) return;
     auto& st = it->second;
+    if (st.writes_in_flight > 0) --st.writes_in_flight;
+    if (st.durable) return;
     st.durable = true;
     if (st.ph == phase::entering) st.ph = phase::following;
     for (auto t : st.held) tracker_.release(t);
@@ -386,6 +400,10 @@ asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
       if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
     }
     woken_ = false;
+    if (clock_.steady_now() - last_give_up_check_ >= 5s) {
+      last_give_up_check_ = clock_.steady_now();
+      co_await give_up_stale();
+    }
     std::vector<std::int64_t> ids;
     for (auto& [id, s] : states_) ids.push_back(id);
     for (auto id : ids) {
@@ -398,16 +416,45 @@ asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
       }
       finish_window(id, s);
       if (s.ph == phase::rejoined) {
-        if (s.deleted && streamed_until_ >= s.rejoin_until) {
-          ++stats_.rejoined;
-          log::info("endpoint.following_stream", {{"endpoint_id", id}, {"drained", s.drained_total}});
-          states_.erase(id);
-        }
+        find(id);  // ends it once its row is deleted and the stream has passed its window
         continue;
       }
       if (s.dirty && clock_.steady_now() - s.last_write >= write_interval) write_cursor(id, s);
       if (auto n = page_size(id, s); n > 0 && active()) co_await read_window(id, n);
     }
+  }
+}
+
+asio::awaitable<void> outbox_cursors::give_up_stale() {
+  if (states_.empty()) co_return;
+  auto stale = co_await store_.stale_cursors(give_up_after_);
+  if (!stale) co_return;
+  for (auto id : *stale) {
+    auto* s = find(id);
+    // Only a cursor at rest: no window open, nothing of its own queued for writing (the range
+    // statement moves the row itself; a write queued earlier must not move it back).
+    if (!s || s->ph != phase::following || !s->durable || s->open || s->dirty || s->writes_in_flight > 0) continue;
+    const auto reason = fmt::format("given up: the endpoint followed the outbox for more than {} h without catching up",
+                                    give_up_after_.count());
+    auto moved = co_await store_.give_up_cursor(id, s->tenant_id, s->covered_text, s->also, reason);
+    if (!moved) {
+      log::warn("cursor.give_up_failed", {{"endpoint_id", id}, {"error", store_.last_read_error()}});
+      continue;
+    }
+    s = find(id);
+    auto snap = pg_snapshot::parse(moved->first);
+    if (!s || !snap) continue;
+    s->covered = *snap;
+    s->covered_text = moved->first;
+    s->also.clear();
+    s->window_snapshot.reset();
+    s->window_text.clear();
+    s->window_after = 0;
+    s->covered_at = clock_.steady_now();
+    ++stats_.given_up;
+    stats_.given_up_events += static_cast<std::uint64_t>(moved->second);
+    log::error("cursor.given_up", {{"endpoint_id", id}, {"events", moved->second}, {"reason", reason},
+                                   {"note", "the range is in walhook.dead_ranges"}});
   }
 }
 

@@ -59,6 +59,8 @@ struct cursor_stats {
   std::uint64_t drained = 0;      ///< deliveries read back from the outbox
   std::uint64_t windows = 0;      ///< pages read
   std::uint64_t writes = 0;       ///< cursor rows written
+  std::uint64_t given_up = 0;     ///< ranges ended dead (a cursor past the give-up age)
+  std::uint64_t given_up_events = 0;  ///< outbox rows in them
 };
 
 /// One cursor-mode endpoint, for /metrics and status.
@@ -75,9 +77,9 @@ class outbox_cursors {
                  endpoint_directory& directory, dispatcher& deliveries, slot_recovery& recovery,
                  const clock_source& clock);
 
-  /// The stream committed a transaction with outbox rows (`tenant`: of its first row, "" if it
-  /// had several tenants); `end` is its Commit's end LSN.
-  void streamed(std::uint32_t xid, std::string_view tenant, lsn end);
+  /// The stream passed `end`: a Commit (of transaction `xid`, whose outbox rows are of `tenant` —
+  /// "" if of several, nullptr if it inserted none), or a keepalive outside a transaction.
+  void streamed(std::uint32_t xid, const std::string* tenant, lsn end);
 
   /// A new delivery from the stream: taken (its ticket released, or held until the cursor is
   /// durable) if its endpoint follows the outbox, or is rejoining and the final window covers it.
@@ -89,6 +91,8 @@ class outbox_cursors {
 
   /// A rejoin's final page is being read: reading the slot waits (one query).
   bool holds_stream() const { return holding_; }
+  /// Cursors whose position has not moved for `age` end what they owe dead as one range.
+  void give_up_after(std::chrono::hours age) { give_up_after_ = age; }
   /// Whether endpoints may leave the stream (walhook run --behind cursor); cursors loaded from
   /// the table drain and rejoin either way.
   void allow_entering(bool allow) { allow_entering_ = allow; }
@@ -143,6 +147,7 @@ class outbox_cursors {
     std::uint64_t drained_unwritten = 0;
     std::uint64_t drained_total = 0;
     bool dirty = false;
+    std::uint64_t writes_in_flight = 0;  ///< cursor writes queued, not yet durable
     steady_time last_write{};
     steady_time covered_at{};  ///< when what `covered` shows was current (entering: the first skip)
     pg_snapshot rejoin_snapshot;
@@ -163,6 +168,9 @@ class outbox_cursors {
   std::size_t submit_page(std::int64_t endpoint_id, const sql::text_rows& page, window& w);
   void finish_window(std::int64_t endpoint_id, state& s);
   std::size_t page_size(std::int64_t endpoint_id, const state& s) const;
+  /// Every 5 s: cursors past the give-up age, with nothing of theirs in flight, end what they owe
+  /// dead as one range and move to the current snapshot.
+  boost::asio::awaitable<void> give_up_stale();
 
   boost::asio::any_io_executor executor_;
   sql::state_store& store_;
@@ -178,6 +186,8 @@ class outbox_cursors {
   lsn streamed_until_;  ///< end LSN of the last Commit streamed
   bool holding_ = false;
   bool allow_entering_ = true;
+  std::chrono::hours give_up_after_{72};
+  steady_time last_give_up_check_{};
   bool woken_ = false;
   cursor_stats stats_;
 };

@@ -70,7 +70,8 @@ struct engine::impl {
     deliveries.set_cursor_hooks({[this](delivery::job& j) { return cursors.skips(j); },
                                  [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
     cursors.allow_entering(options.outbox_cursors);
-    handler.on_outbox_commit([this](std::uint32_t xid, std::string_view tenant, lsn end) { cursors.streamed(xid, tenant, end); });
+    cursors.give_up_after(options.give_up_after);
+    handler.on_streamed([this](std::uint32_t xid, const std::string* tenant, lsn end) { cursors.streamed(xid, tenant, end); });
   }
 
   asio::any_io_executor executor;
@@ -561,6 +562,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.cursor_drained = cs.drained;
   m.cursor_windows = cs.windows;
   m.cursor_writes = cs.writes;
+  m.cursor_given_up_events = cs.given_up_events;
   m.version = walhook_version;
   m.commit = walhook_commit;
   m.process = read_process_metrics();

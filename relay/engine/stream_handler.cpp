@@ -34,6 +34,7 @@ double stream_handler::lag_seconds() {
 boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
   if (auto* k = std::get_if<wal::keepalive>(&ev)) {
     tracker_.keepalive(k->wal_end);
+    if (streamed_ && current_ticket_ == 0) streamed_(0, nullptr, k->wal_end);
     return {};
   }
   const auto& ch = std::get<wal::change>(ev);
@@ -104,7 +105,7 @@ boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
 boost::system::error_code stream_handler::on_message(const pgo::commit& c) {
   tracker_.commit(current_ticket_, c.end_lsn);
   current_ticket_ = 0;
-  if (current_tenant_ && outbox_commit_) outbox_commit_(current_xid_, *current_tenant_, c.end_lsn);
+  if (streamed_) streamed_(current_xid_, current_tenant_ ? &*current_tenant_ : nullptr, c.end_lsn);
   current_tenant_.reset();
   return {};
 }

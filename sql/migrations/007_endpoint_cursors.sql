@@ -37,3 +37,31 @@ BEGIN
   END IF;
 END
 $grant$;
+
+-- A cursor whose position is older than the give-up age (walhook run --give-up-after-h, 72 h)
+-- ends what it owed dead in one step: a range, with a reason and a count — never a silent
+-- deletion by retention. The range is the transactions not covered by `covered`/`also` and
+-- visible in `until_snapshot`, of the endpoint's tenant.
+CREATE TABLE walhook.dead_ranges (
+  id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  endpoint_id     bigint NOT NULL,
+  tenant_id       text NOT NULL,
+  covered         pg_snapshot NOT NULL,
+  also            xid8[] NOT NULL,
+  until_snapshot  pg_snapshot NOT NULL,
+  events          bigint NOT NULL,   -- outbox rows of the tenant in the range when it was given up
+  reason          text NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dead_ranges_endpoint ON walhook.dead_ranges (endpoint_id, id);
+DO $grant$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walhook_relay') THEN
+    GRANT SELECT, INSERT ON walhook.dead_ranges TO walhook_relay;
+    GRANT USAGE ON SEQUENCE walhook.dead_ranges_id_seq TO walhook_relay;
+  END IF;
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walhook_admin') THEN
+    GRANT SELECT ON walhook.dead_ranges TO walhook_admin;
+  END IF;
+END
+$grant$;

@@ -222,3 +222,56 @@ TEST_CASE("merge keys and per-aggregate order hold across the switch to the outb
   CHECK(arrival == ordered);
   CHECK(walhook.stop() == 0);
 }
+
+TEST_CASE("an operator's pause and resume go through the cursor; a cursor past the give-up age ends its events dead as a range") {
+  test::scenario s("cursor_give_up");
+  auto paused = test::add_endpoint(s.db, "t-p", s.rcv->url("/p"), delivery::generate_secret());
+  auto walhook = s.start_walhook();
+  wait_ready(s, walhook);
+  const pg::params id{std::to_string(paused)};
+  std::string out;
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--database-url", s.url});
+    return test::run_walhook(args, out);
+  };
+  // Paused by an operator: its events are owed by a cursor, no row each; status says so.
+  REQUIRE(cli({"endpoint", "pause", std::to_string(paused)}) == 0);
+  std::vector<std::string> first;
+  for (int i = 0; i < 5; ++i) first.push_back(s.publish("t-p", "x"));
+  bool entered = test::eventually([&] { return count(s, "SELECT count(*) FROM walhook.endpoint_cursors WHERE endpoint_id = $1", id) == 1; },
+                                  10s, 20ms);
+  if (!entered) MESSAGE(walhook.log_tail());
+  REQUIRE(entered);
+  CHECK(count(s, "SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", id) == 0);
+  REQUIRE(cli({"status", "--json"}) == 0);
+  CHECK(out.find("\"following_outbox_since\":\"20") != std::string::npos);
+  REQUIRE(cli({"status"}) == 0);
+  CHECK(out.find("paused (outbox)") != std::string::npos);
+  // Resumed: each event once, read back from the outbox.
+  REQUIRE(cli({"endpoint", "resume", std::to_string(paused)}) == 0);
+  REQUIRE(test::eventually([&] { return received_ids(s, "/p").size() == first.size(); }, 20s, 20ms));
+  REQUIRE(test::eventually([&] { return count(s, "SELECT count(*) FROM walhook.endpoint_cursors") == 0; }, 20s, 20ms));
+
+  // Paused again, and left behind for longer than the give-up age (72 h, its position aged by SQL):
+  // what it owes ends dead as one range, with a reason and a count — nothing deleted silently.
+  REQUIRE(cli({"endpoint", "pause", std::to_string(paused)}) == 0);
+  std::vector<std::string> lost;
+  for (int i = 0; i < 7; ++i) lost.push_back(s.publish("t-p", "x"));
+  REQUIRE(test::eventually([&] { return count(s, "SELECT count(*) FROM walhook.endpoint_cursors WHERE endpoint_id = $1", id) == 1; },
+                           10s, 20ms));
+  std::this_thread::sleep_for(500ms);
+  s.value("UPDATE walhook.endpoint_cursors SET covered_at = now() - interval '73 hours'");
+  bool given_up = test::eventually([&] { return count(s, "SELECT count(*) FROM walhook.dead_ranges") == 1; }, 20s, 50ms);
+  if (!given_up) MESSAGE(walhook.log_tail());
+  REQUIRE(given_up);
+  CHECK(s.value("SELECT events FROM walhook.dead_ranges") == "7");
+  CHECK(s.value("SELECT endpoint_id = $1::bigint AND reason LIKE 'given up:%72 h%' FROM walhook.dead_ranges", id) == "t");
+  CHECK(walhook.count_in_log("cursor.given_up") == 1);
+  // Resumed: the given-up events are not sent; a new one is.
+  REQUIRE(cli({"endpoint", "resume", std::to_string(paused)}) == 0);
+  auto fresh = s.publish("t-p", "x");
+  REQUIRE(test::eventually([&] { return received_ids(s, "/p").contains(fresh); }, 20s, 20ms));
+  auto got = received_ids(s, "/p");
+  for (const auto& e : lost) CHECK_FALSE(got.contains(e));
+  CHECK(walhook.stop() == 0);
+}

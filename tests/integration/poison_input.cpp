@@ -148,7 +148,7 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
   down.status = 503;
   s.rcv->set_behaviour("/down", down);
   test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
-  auto w = s.start();
+  auto w = s.start({"--behind", "rows"});  // the table's merge: rows, not an outbox cursor
   const std::string key(1024, 'k');
   std::string newest;
   for (int i = 0; i < 5; ++i) newest = s.publish("t", "x", key);
