@@ -125,7 +125,7 @@ void add_process_flags(CLI::App* c, run_options& run) {
   add_duration<std::chrono::hours>(c, "--give-up-after-h", run.give_up_after,
                                    "An endpoint that has followed the outbox by cursor this long without moving gets what "
                                    "it is owed ended dead as one range (walhook.dead_ranges)")
-      ->check(positive);
+      ->check(CLI::Range(1, 87600));  // 10 years: an int of hours in SQL
   add_duration<std::chrono::days>(c, "--retention-days", run.retention,
                                   "Outbox rows and finished deliveries are deleted after this")
       ->check(positive);

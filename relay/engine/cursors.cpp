@@ -55,7 +55,7 @@ outbox_cursors::outbox_cursors(asio::any_io_executor ex, sql::state_store& store
                                endpoint_directory& directory, dispatcher& deliveries, slot_recovery& recovery,
                                const clock_source& clock)
     : executor_(ex), store_(store), tracker_(tracker), directory_(directory), deliveries_(deliveries),
-      recovery_(recovery), clock_(clock) {}
+      recovery_(recovery), clock_(clock), wake_(ex) {}
 
 // ------------------------------------------------------------------ the stream's side
 
@@ -93,14 +93,14 @@ outbox_cursors::state* outbox_cursors::find(std::int64_t endpoint_id) {
   if (it == states_.end()) return nullptr;
   const endpoint* ep = directory_.find(endpoint_id);
   if (!ep || ep->tenant_id != it->second.tenant_id) {
-    if (it->second.open) tracker_.end_detached(it->second.open->ticket);
+    for (const auto& w : it->second.open) tracker_.end_detached(w.ticket);
     for (auto t : it->second.held) tracker_.release(t);  // none is owed by a cursor any more
     states_.erase(it);
     return nullptr;
   }
   auto& s = it->second;
   // Rejoined: its row deleted, and everything its last window's snapshot shows streamed.
-  if (s.ph == phase::rejoined && s.deleted && !s.open && streamed_until_ >= s.rejoin_until) {
+  if (s.ph == phase::rejoined && s.deleted && s.open.empty() && streamed_until_ >= s.rejoin_until) {
     ++stats_.rejoined;
     log::info("endpoint.following_stream", {{"endpoint_id", endpoint_id}, {"drained", s.drained_total}});
     states_.erase(it);
@@ -137,10 +137,12 @@ follow_result outbox_cursors::follow(delivery::job& j, std::string_view reason) 
   find(j.endpoint_id);  // a stale state goes first
   auto it = states_.find(j.endpoint_id);
   if (j.drained) {  // back into its open window: the cursor stays before it
-    if (it == states_.end() || !it->second.open || it->second.open->final || j.ticket != it->second.open->ticket)
-      return follow_result::refused;
-    auto& w = *it->second.open;
-    w.min_dropped_seq = std::min(w.min_dropped_seq.value_or(j.ev->seq), j.ev->seq);
+    if (it == states_.end()) return follow_result::refused;
+    auto& pages = it->second.open;
+    auto page = std::find_if(pages.begin(), pages.end(), [&](const window& w) { return w.ticket == j.ticket; });
+    if (page == pages.end() || page->final) return follow_result::refused;
+    auto& s = it->second;
+    s.min_dropped_seq = std::min(s.min_dropped_seq.value_or(j.ev->seq), j.ev->seq);
     tracker_.release(j.ticket);
     j.ticket = 0;
     return follow_result::taken;
@@ -246,7 +248,7 @@ void outbox_cursors::write_cursor(std::int64_t endpoint_id, state& s) {
     if (st.ph == phase::entering) st.ph = phase::following;
     for (auto t : st.held) tracker_.release(t);
     st.held.clear();
-    woken_ = true;
+    wake();
   });
 }
 
@@ -290,32 +292,45 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
 }
 
 std::size_t outbox_cursors::page_size(std::int64_t endpoint_id, const state& s) const {
-  if (s.ph != phase::following || !s.durable || s.open) return 0;
+  if (s.ph != phase::following || !s.durable) return 0;
+  // The next page of an open window: only while the last was full and nothing went back.
+  if (!s.open.empty() && (!s.open.back().full || s.min_dropped_seq || s.open.size() >= 4)) return 0;
   const endpoint* ep = directory_.find(endpoint_id);
   if (!ep || ep->retired || ep->status != endpoint_status::active || !ep->config_error.empty()) return 0;
-  const auto mode = delivery::mode(directory_.health(endpoint_id), clock_.system_now());
+  const auto health = directory_.health(endpoint_id);
+  const auto now = clock_.system_now();
+  const auto mode = delivery::mode(health, now);
   if (mode == delivery::breaker_mode::paused) return 0;
+  // Failing (its last attempt failed): one event at a time, after the retry backoff of its
+  // streak — what just failed is not sent again at once.
+  const bool failing = health.consecutive_failures > 0 && health.last_failure_at;
+  if (failing && mode != delivery::breaker_mode::probing) {
+    const int doublings = std::min(health.consecutive_failures - 1, 20);
+    const auto wait = std::min<std::chrono::milliseconds>(backoff_.backoff_max, backoff_.backoff_base * (1LL << doublings));
+    if (now < *health.last_failure_at + wait) return 0;
+  }
   // Aggregate order: the table's rows of this endpoint (older) go first.
   if (ep->aggregate_ordering && deliveries_.backlog().has_backlog(endpoint_id)) return 0;
   const auto room = deliveries_.drain_room(endpoint_id);
   if (room == 0) return 0;
-  return mode == delivery::breaker_mode::probing ? 1 : room;  // a probe first after a pause
+  return mode == delivery::breaker_mode::probing || failing ? 1 : room;  // a probe first after a pause or failure
 }
 
 asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std::size_t limit) {
   const endpoint* ep = directory_.find(endpoint_id);
   auto& s = states_.at(endpoint_id);
-  sql::cursor_page_request q{ep->tenant_id, s.covered_text, s.also, std::nullopt, s.window_after, static_cast<int>(limit)};
+  const std::int64_t after = s.open.empty() ? s.window_after : s.open.back().last_seq;
+  sql::cursor_page_request q{ep->tenant_id, s.covered_text, s.also, std::nullopt, after, static_cast<int>(limit)};
   if (s.window_snapshot) q.window_snapshot = s.window_text;
   // After a window smaller than a page, the next one may be the last: the stream waits while it
   // is read, so no delivery of the endpoint is streamed between its snapshot and the rejoin.
-  const bool may_rejoin = s.small_last && !s.window_snapshot;
+  const bool may_rejoin = s.small_last && !s.window_snapshot && s.open.empty();
   holding_ = may_rejoin;
   s.skipped_while_reading = 0;
   auto page = co_await store_.cursor_page(q);
   holding_ = false;
   auto it = states_.find(endpoint_id);
-  if (it == states_.end() || it->second.open) co_return;  // the session ended meanwhile
+  if (it == states_.end() || it->second.ph != phase::following) co_return;  // the session ended meanwhile
   if (!page || page->rows.empty()) {
     if (!page) log::warn("cursor.read_failed", {{"endpoint_id", endpoint_id}, {"error", store_.last_read_error()}});
     co_return;
@@ -351,52 +366,61 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
     log::info("endpoint.rejoining_stream", {{"endpoint_id", endpoint_id}, {"final_window", w.deliveries},
                                             {"drained", st.drained_total}});
   }
-  st.open = std::move(w);
+  st.open.push_back(std::move(w));
   finish_window(endpoint_id, st);  // an empty one ends at once
 }
 
 void outbox_cursors::finish_window(std::int64_t endpoint_id, state& s) {
-  if (!s.open || tracker_.detached_outstanding(s.open->ticket) > 0) return;
-  window w = std::move(*s.open);
-  s.open.reset();
-  tracker_.end_detached(w.ticket);
-  if (w.final) {  // everything owed is handled: the row goes
+  if (!s.open.empty() && s.open.front().final) {
+    if (tracker_.detached_outstanding(s.open.front().ticket) > 0) return;
+    tracker_.end_detached(s.open.front().ticket);
+    s.open.clear();
     s.reason = "rejoined";
     store_.enqueue(sql::cursor_delete{endpoint_id}, [this, endpoint_id] {
       if (auto it = states_.find(endpoint_id); it != states_.end() && it->second.ph == phase::rejoined) {
         it->second.deleted = true;
-        woken_ = true;
+        wake();
       }
     });
     return;
   }
-  if (w.min_dropped_seq) {  // it could not take them all: the window goes on from the first it missed
-    s.window_after = std::max(s.window_after, *w.min_dropped_seq - 1);
-    s.small_last = false;
-  } else if (w.full) {
-    s.window_after = w.last_seq;
-    s.small_last = false;
-  } else {  // the window is done: its snapshot is covered
-    s.covered_at = w.read_at;
-    s.covered = w.snapshot;
-    s.covered_text = w.snapshot_text;
-    s.also.clear();
-    s.window_snapshot.reset();
-    s.window_text.clear();
-    s.window_after = 0;
-    s.small_last = true;
+  finish_pages(s);
+  if (s.dirty && (s.small_last || clock_.steady_now() - s.last_write >= write_interval)) write_cursor(endpoint_id, s);
+}
+
+void outbox_cursors::finish_pages(state& s) {
+  while (!s.open.empty() && tracker_.detached_outstanding(s.open.front().ticket) == 0) {
+    window w = std::move(s.open.front());
+    s.open.pop_front();
+    tracker_.end_detached(w.ticket);
+    s.dirty = true;
+    if (s.min_dropped_seq) {  // the window goes on from the first delivery it could not take
+      if (s.open.empty()) {
+        s.window_after = std::max(s.window_after, *s.min_dropped_seq - 1);
+        s.min_dropped_seq.reset();
+        s.small_last = false;
+      }
+    } else if (w.full) {
+      s.window_after = w.last_seq;
+      s.small_last = false;
+    } else {  // the window is done: its snapshot is covered
+      s.covered_at = w.read_at;
+      s.covered = w.snapshot;
+      s.covered_text = w.snapshot_text;
+      s.also.clear();
+      s.window_snapshot.reset();
+      s.window_text.clear();
+      s.window_after = 0;
+      s.small_last = true;
+    }
   }
-  s.dirty = true;
-  if (s.small_last || clock_.steady_now() - s.last_write >= write_interval) write_cursor(endpoint_id, s);
 }
 
 asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
   co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-  asio::steady_timer tick(executor_);
   while (active()) {
     if (!woken_) {
-      tick.expires_after(10ms);
-      co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+      co_await wake_.wait_until(steady_clock::now() + 10ms);  // a finished delivery or a durable write wakes it
       if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return;
     }
     woken_ = false;
@@ -428,12 +452,15 @@ asio::awaitable<void> outbox_cursors::run(std::function<bool()> active) {
 asio::awaitable<void> outbox_cursors::give_up_stale() {
   if (states_.empty()) co_return;
   auto stale = co_await store_.stale_cursors(give_up_after_);
-  if (!stale) co_return;
+  if (!stale) {
+    log::warn("cursor.give_up_check_failed", {{"error", store_.last_read_error()}});
+    co_return;
+  }
   for (auto id : *stale) {
     auto* s = find(id);
     // Only a cursor at rest: no window open, nothing of its own queued for writing (the range
     // statement moves the row itself; a write queued earlier must not move it back).
-    if (!s || s->ph != phase::following || !s->durable || s->open || s->dirty || s->writes_in_flight > 0) continue;
+    if (!s || s->ph != phase::following || !s->durable || !s->open.empty() || s->dirty || s->writes_in_flight > 0) continue;
     const auto reason = fmt::format("given up: the endpoint followed the outbox for more than {} h without catching up",
                                     give_up_after_.count());
     auto moved = co_await store_.give_up_cursor(id, s->tenant_id, s->covered_text, s->also, reason);
@@ -459,8 +486,8 @@ asio::awaitable<void> outbox_cursors::give_up_stale() {
 }
 
 void outbox_cursors::wake() {
-  for (auto& [id, s] : states_)
-    if (s.open && tracker_.detached_outstanding(s.open->ticket) == 0) woken_ = true;
+  woken_ = true;
+  wake_.notify();
 }
 
 asio::awaitable<error_code> outbox_cursors::start_session(const std::optional<std::string>& delivered) {

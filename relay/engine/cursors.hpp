@@ -23,7 +23,9 @@
 
 #include "common/lsn.hpp"
 #include "common/time.hpp"
+#include "common/wake_signal.hpp"
 #include "delivery/job.hpp"
+#include "delivery/policy.hpp"
 #include "relay/core/lsn_tracker.hpp"
 #include "relay/core/snapshot.hpp"
 #include "relay/engine/dispatcher.hpp"
@@ -93,6 +95,8 @@ class outbox_cursors {
   bool holds_stream() const { return holding_; }
   /// Cursors whose position has not moved for `age` end what they owe dead as one range.
   void give_up_after(std::chrono::hours age) { give_up_after_ = age; }
+  /// The retry policy: a failing endpoint's cursor reads back one event after its backoff.
+  void retry_policy(const delivery::retry_policy& p) { backoff_ = p; }
   /// Whether endpoints may leave the stream (walhook run --behind cursor); cursors loaded from
   /// the table drain and rejoin either way.
   void allow_entering(bool allow) { allow_entering_ = allow; }
@@ -142,7 +146,10 @@ class outbox_cursors {
     std::optional<pg_snapshot> window_snapshot;   ///< a paged window's, between pages
     std::string window_text;
     std::int64_t window_after = 0;
-    std::optional<window> open;
+    /// Pages read and not yet done, oldest first: the next page is read while earlier ones are
+    /// sent (its endpoint has room), so a drain is a stream of pages, not one at a time.
+    std::deque<window> open;
+    std::optional<std::int64_t> min_dropped_seq;  ///< of the open pages: the first that went back
     bool small_last = false;  ///< the last window was smaller than a page: the next one may be final
     std::uint64_t drained_unwritten = 0;
     std::uint64_t drained_total = 0;
@@ -167,6 +174,9 @@ class outbox_cursors {
   /// Returns the rows read (routed or not).
   std::size_t submit_page(std::int64_t endpoint_id, const sql::text_rows& page, window& w);
   void finish_window(std::int64_t endpoint_id, state& s);
+  /// The pages done in order: the cursor moves past them (or, after a delivery went back, to just
+  /// before it once every page is done).
+  void finish_pages(state& s);
   std::size_t page_size(std::int64_t endpoint_id, const state& s) const;
   /// Every 5 s: cursors past the give-up age, with nothing of theirs in flight, end what they owe
   /// dead as one range and move to the current snapshot.
@@ -187,8 +197,10 @@ class outbox_cursors {
   bool holding_ = false;
   bool allow_entering_ = true;
   std::chrono::hours give_up_after_{72};
+  delivery::retry_policy backoff_;
   steady_time last_give_up_check_{};
   bool woken_ = false;
+  wake_signal wake_;
   cursor_stats stats_;
 };
 

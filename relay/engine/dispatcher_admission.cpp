@@ -68,7 +68,7 @@ std::vector<std::pair<std::uint32_t, lsn>> dispatcher::in_flight_stream(std::int
 }
 
 std::size_t dispatcher::drain_room(std::int64_t endpoint_id) const {
-  if (!active_ || stopping_ || !has_headroom() || sched_.queued(endpoint_id) > 0) return 0;
+  if (!active_ || stopping_ || !has_headroom()) return 0;
   return backlog_.claim_size(endpoint_id, load_of(endpoint_id), clock_.steady_now());
 }
 

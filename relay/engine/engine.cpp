@@ -71,6 +71,7 @@ struct engine::impl {
                                  [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
     cursors.allow_entering(options.outbox_cursors);
     cursors.give_up_after(options.give_up_after);
+    cursors.retry_policy(options.dispatch.outcomes.retry);
     handler.on_streamed([this](std::uint32_t xid, const std::string* tenant, lsn end) { cursors.streamed(xid, tenant, end); });
   }
 

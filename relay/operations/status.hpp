@@ -46,6 +46,7 @@ struct endpoint_status {
   /// nullopt: it follows the stream.
   std::optional<std::string> following_outbox_since;
   std::int64_t events_drained = 0;  ///< deliveries its cursor read back from the outbox
+  std::int64_t owed = 0;            ///< outbox rows its cursor owes it now (counted up to 100,000)
 };
 
 /// The endpoints worst first: the oldest pending age (none last), then failures in a row, then
