@@ -41,6 +41,17 @@ long count(test::scenario& s, const std::string& sql, const pg::params& p = {}) 
   return std::stol(test::query_value(db, sql, p));
 }
 
+/// Every event of `owed` reached `path` with a 2xx within `timeout` (the log tail is printed if not).
+bool all_received(test::scenario& s, test::walhook_process& w, const std::string& path, const std::set<std::string>& owed,
+                  std::chrono::milliseconds timeout) {
+  const bool all = test::eventually([&] {
+    auto got = received_ids(s, path);
+    return std::all_of(owed.begin(), owed.end(), [&](const auto& e) { return got.contains(e); });
+  }, timeout, 20ms);
+  if (!all) MESSAGE(w.log_tail());
+  return all;
+}
+
 /// walhook streams and has recorded a delivered snapshot (a cursor's first lower bound).
 void wait_ready(test::scenario& s, test::walhook_process& w) {
   REQUIRE(test::eventually([&] { return s.streaming(); }, 30s, 20ms));
@@ -80,12 +91,7 @@ TEST_CASE("an endpoint down for N events costs a handful of rows, then gets each
   CHECK(received_ids(s, "/down").empty());
 
   answer(s.rcv, "/down", 200);
-  bool all = test::eventually([&] {
-    auto got = received_ids(s, "/down");
-    return std::all_of(owed.begin(), owed.end(), [&](const auto& e) { return got.contains(e); });
-  }, 60s, 50ms);
-  if (!all) MESSAGE(walhook.log_tail());
-  REQUIRE(all);
+  REQUIRE(all_received(s, walhook, "/down", owed, 60s));
   // Back on the stream: the cursor row is gone, and a new event comes through the stream.
   REQUIRE(test::eventually([&] { return count(s, "SELECT count(*) FROM walhook.endpoint_cursors") == 0; }, 10s, 20ms));
   auto later = s.publish("t-down", "x");
@@ -125,12 +131,7 @@ TEST_CASE("kill -9 of walhook and a PostgreSQL restart in the middle of a drain 
   REQUIRE(test::cluster().start());
   std::set<std::string> owed;
   for (const auto& e : pub.events()) owed.insert(e.id);
-  bool all = test::eventually([&] {
-    auto got = received_ids(s, "/down");
-    return std::all_of(owed.begin(), owed.end(), [&](const auto& e) { return got.contains(e); });
-  }, 120s, 50ms);
-  if (!all) MESSAGE(walhook.log_tail());
-  REQUIRE(all);
+  REQUIRE(all_received(s, walhook, "/down", owed, 120s));
   std::size_t duplicates = 0;
   for (const auto& [e, times] : received_ids(s, "/down")) duplicates += static_cast<std::size_t>(times - 1);
   const long rows = count(s, "SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(down)});
@@ -171,12 +172,7 @@ TEST_CASE("transactions that commit out of seq order while an endpoint follows t
   owed.insert(a);
   auto d = s.publish("t-down", "x");
   owed.insert(d);
-  bool all = test::eventually([&] {
-    auto got = received_ids(s, "/down");
-    return std::all_of(owed.begin(), owed.end(), [&](const auto& e) { return got.contains(e); });
-  }, 30s, 20ms);
-  if (!all) MESSAGE(walhook.log_tail());
-  CHECK(all);
+  CHECK(all_received(s, walhook, "/down", owed, 30s));
   CHECK(received_ids(s, "/down").contains(a));
   CHECK(walhook.stop() == 0);
 }
