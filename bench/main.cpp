@@ -122,6 +122,15 @@ int main(int argc, char** argv) {
   double catchup_down_s = seconds_of(so.catchup_down), catchup_max_s = seconds_of(so.catchup_max);
   run->add_option("--catchup-down-s", catchup_down_s, "catchup slot: seconds walhook is down")->capture_default_str();
   run->add_option("--catchup-live-rate", so.catchup_live_rate, "catchup slot: events/s once walhook runs")->capture_default_str();
+  run->add_option_function<std::string>(
+       "--catchup-endpoint-delay-ms",
+       [&so](const std::string& v) {
+         const auto dash = v.find('-');
+         so.catchup_delay_min_ms = std::stoi(v.substr(0, dash));
+         so.catchup_delay_max_ms = dash == std::string::npos ? so.catchup_delay_min_ms : std::stoi(v.substr(dash + 1));
+       },
+       "catchup slot: MIN-MAX — endpoints 0-6 answer after delays spread over it (endpoint 7 stays fast: the "
+       "uninvolved tenant)");
   run->add_option("--catchup-connections", so.catchup_connections,
                   "catchup slot: generator connections (one-row durable commits at 3,000/s need more than 4)")
       ->capture_default_str();

@@ -67,6 +67,10 @@ struct scenario_options {
   std::chrono::milliseconds catchup_down{10000};   ///< slot: walhook is down this long
   double catchup_live_rate = 0;                    ///< slot: events/s once walhook runs
   int catchup_connections = 8;                     ///< slot: generator connections (durable commits need more than 4)
+  /// slot: endpoints 0–6 answer after delays spread evenly over [min, max] ms (realistic
+  /// endpoints); endpoint 7 stays the fast sink, the uninvolved tenant whose live latency is
+  /// reported. 0–0: all fast.
+  int catchup_delay_min_ms = 0, catchup_delay_max_ms = 0;
   std::chrono::milliseconds catchup_max{120000};   ///< bound on each wait (catch-up, pile-up, drain)
   int catchup_backlog = 50000;                     ///< table: pending deliveries of the down endpoint
   int catchup_backlog_txns = 10;                   ///< table: … inserted in this many transactions

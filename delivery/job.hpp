@@ -26,6 +26,10 @@ struct event {
   /// outbox.endpoint_id (migration 006): the direct route — only this endpoint gets the event
   /// (if it is of the event's tenant), whatever its event types. Empty: by tenant and type.
   std::optional<std::int64_t> endpoint_id;
+  /// The inserting transaction's 32-bit xid (pgoutput Begin) for a streamed event; 0 for one
+  /// read back from the table. Tells an outbox cursor whether it covers the event.
+  std::uint32_t xid = 0;
+  std::int64_t seq = 0;   ///< outbox.seq for an event read back by an outbox cursor; 0 otherwise
   std::string body;       ///< the request body, built once: {"id","type","timestamp","data"}
 };
 
@@ -61,6 +65,9 @@ struct job {
   /// Its attempt ran past the hold bound: it counts against scheduler_limits::max_slow_in_flight,
   /// not max_in_flight (scheduler::park()).
   bool parked = false;
+  /// Read back from the outbox by the endpoint's cursor (relay/engine/cursors.hpp): `ticket` is
+  /// its window's, and the cursor moves past it once it is done.
+  bool drained = false;
   std::chrono::steady_clock::time_point enqueued_at{};
 };
 

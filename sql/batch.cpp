@@ -59,6 +59,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
   std::map<std::int64_t, const health_write*> latest_health;
   std::map<std::tuple<std::string, std::string, int>, std::pair<lsn, std::optional<std::string>>> latest_progress;
   std::vector<const removal_streamed*> removals;
+  std::vector<const write*> cursors;  // in queue order, after the deliveries they cover
   // Merge within the batch: of several pending upserts with one (endpoint, merge key), only the
   // newest event is written — by commit LSN, since failures of attempts that ran at the same
   // time are queued in the order the attempts ended, not in commit order; queue order breaks ties.
@@ -123,6 +124,8 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
       if (e->endpoint_id) published.number(*e->endpoint_id);
       else published.null();
       published.end_object();
+    } else if (std::holds_alternative<cursor_write>(writes[i]) || std::holds_alternative<cursor_delete>(writes[i])) {
+      cursors.push_back(&writes[i]);
     }
   }
   std::string disable = "{";
@@ -160,6 +163,21 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
     auto id = r->endpoint_id ? std::optional<std::string>(std::to_string(*r->endpoint_id)) : std::nullopt;
     out.push_back({std::string(statements::await_removal), {id}});
     out.push_back({std::string(statements::forget_removed_endpoint), {id, std::to_string(r->xid)}});
+  }
+  for (const auto* w : cursors) {
+    if (const auto* c = std::get_if<cursor_write>(w)) {
+      std::string also = "{";
+      for (auto x : c->also) {
+        if (also.size() > 1) also += ',';
+        also += std::to_string(x);
+      }
+      also += '}';
+      out.push_back({std::string(statements::write_cursor),
+                     {std::to_string(c->endpoint_id), c->covered, also, c->window_snapshot,
+                      std::to_string(c->window_after), c->reason, std::to_string(c->drained), c->tenant_id}});
+    } else {
+      out.push_back({std::string(statements::delete_cursor), {std::to_string(std::get<cursor_delete>(*w).endpoint_id)}});
+    }
   }
   for (const auto& [key, progress] : latest_progress)
     out.push_back({std::string(statements::record_progress),

@@ -54,6 +54,9 @@ GRANT SELECT, DELETE ON walhook.endpoints_removed TO walhook_relay;  -- copies o
 GRANT SELECT, INSERT, UPDATE ON walhook.recoveries TO walhook_relay;  -- backfills after a slot loss (migration 005)
 GRANT USAGE ON SEQUENCE walhook.recoveries_id_seq TO walhook_relay;
 GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walhook reshard)
+GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoint_cursors TO walhook_relay;  -- outbox cursors (migration 007)
+GRANT SELECT, INSERT ON walhook.dead_ranges TO walhook_relay;  -- what a cursor past the give-up age owed
+GRANT USAGE ON SEQUENCE walhook.dead_ranges_id_seq TO walhook_relay;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
 GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;
@@ -71,5 +74,6 @@ GRANT USAGE ON SCHEMA walhook TO walhook_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;
 GRANT SELECT ON walhook.outbox TO walhook_admin;
 GRANT SELECT, INSERT ON walhook.recoveries TO walhook_admin;  -- walhook recover
+GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin;  -- status and console
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_admin;

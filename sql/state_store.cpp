@@ -92,6 +92,8 @@ std::string describe(const write& w) {
   if (const auto* h = std::get_if<health_write>(&w)) return "health of endpoint " + std::to_string(h->endpoint_id);
   if (std::holds_alternative<removal_streamed>(w)) return "copy of a removed endpoint";
   if (const auto* e = std::get_if<publish_event>(&w)) return "event " + e->event_type + " published by walhook";
+  if (const auto* c = std::get_if<cursor_write>(&w)) return "outbox cursor of endpoint " + std::to_string(c->endpoint_id);
+  if (const auto* c = std::get_if<cursor_delete>(&w)) return "outbox cursor of endpoint " + std::to_string(c->endpoint_id);
   return "slot progress";
 }
 
@@ -403,7 +405,8 @@ asio::awaitable<boost::system::result<slot_record>> state_store::load_progress(c
   auto res = co_await impl_->read(statements::load_progress, std::move(args));
   if (!res) co_return res.error();
   if (res->rows() == 0) co_return slot_record{};
-  co_return slot_record{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1)), res->value(0, 2) == "t"};
+  co_return slot_record{lsn::parse(res->value(0, 0)).value_or(lsn{}), std::string(res->value(0, 1)), res->value(0, 2) == "t",
+                       res->optional_value(0, 3)};
 }
 
 asio::awaitable<boost::system::result<std::pair<std::string, lsn>>> state_store::current_snapshot() {
@@ -560,6 +563,60 @@ asio::awaitable<boost::system::result<std::vector<health_write>>> state_store::l
     out.push_back(std::move(h));
   }
   co_return out;
+}
+
+namespace {
+std::string xid_array(const std::vector<std::uint64_t>& xids) {
+  std::string out = "{";
+  for (auto x : xids) {
+    if (out.size() > 1) out += ',';
+    out += std::to_string(x);
+  }
+  return out + '}';
+}
+}  // namespace
+
+asio::awaitable<boost::system::result<std::vector<std::int64_t>>> state_store::stale_cursors(std::chrono::hours age) {
+  pg::params args{std::to_string(age.count())};
+  auto res = co_await impl_->read(statements::stale_cursors, std::move(args));
+  if (!res) co_return res.error();
+  std::vector<std::int64_t> out;
+  for (int r = 0; r < res->rows(); ++r) out.push_back(to_int64(res->value(r, 0)));
+  co_return out;
+}
+
+asio::awaitable<boost::system::result<std::pair<std::string, std::int64_t>>> state_store::give_up_cursor(
+    std::int64_t endpoint_id, const std::string& tenant_id, const std::string& covered,
+    const std::vector<std::uint64_t>& also, const std::string& reason) {
+  pg::params args{std::to_string(endpoint_id), tenant_id, covered, xid_array(also), reason};
+  auto res = co_await impl_->read(statements::give_up_cursor, std::move(args));
+  if (!res) co_return res.error();
+  co_return std::pair<std::string, std::int64_t>{std::string(res->value(0, 0)), to_int64(res->value(0, 1))};
+}
+
+asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::load_cursors() {
+  pg::params args{std::to_string(impl_->options.shard_count), std::to_string(impl_->options.shard_index)};
+  auto res = co_await impl_->read(statements::load_cursors, std::move(args));
+  if (!res) co_return res.error();
+  std::vector<cursor_row> out;
+  for (int r = 0; r < res->rows(); ++r) {
+    cursor_row c;
+    c.endpoint_id = to_int64(res->value(r, 0));
+    c.covered = std::string(res->value(r, 1));
+    c.also = std::string(res->value(r, 2));
+    if (auto w = res->optional_value(r, 3)) c.window_snapshot = std::move(*w);
+    c.window_after = to_int64(res->value(r, 4));
+    c.tenant_id = std::string(res->value(r, 5));
+    out.push_back(std::move(c));
+  }
+  co_return out;
+}
+
+asio::awaitable<boost::system::result<text_rows>> state_store::cursor_page(const cursor_page_request& q) {
+  pg::params args{q.tenant_id, q.covered, xid_array(q.also), q.window_snapshot, std::to_string(q.after_seq), std::to_string(q.limit)};
+  auto res = co_await impl_->read(statements::cursor_page, std::move(args));
+  if (!res) co_return res.error();
+  co_return as_text_rows(*res);
 }
 
 asio::awaitable<boost::system::result<text_rows>> state_store::load_endpoints() {

@@ -63,6 +63,7 @@ struct slot_record {
   /// A delivered snapshot was recorded: a slot of this name existed here, so its absence is an
   /// incident to recover from, not a first start.
   bool has_delivered_snapshot = false;
+  std::optional<std::string> delivered_snapshot;  ///< pg_snapshot text
 };
 
 /// A slot incident in walhook.recoveries.
@@ -91,6 +92,26 @@ struct slot_health {
   /// extended or unreserved: the slot keeps more WAL than max_wal_size (extended), or more than
   /// max_slot_wal_keep_size allows and can be invalidated at the next checkpoint (unreserved).
   bool at_risk() const { return wal_status == "extended" || wal_status == "unreserved"; }
+};
+
+/// A row of walhook.endpoint_cursors (sql/migrations/007): pg_snapshot and xid8[] as text.
+struct cursor_row {
+  std::int64_t endpoint_id = 0;
+  std::string covered;
+  std::string also;  ///< "{…}"
+  std::optional<std::string> window_snapshot;
+  std::int64_t window_after = 0;
+  std::string tenant_id;
+};
+
+/// A page of the outbox rows a cursor owes (sql/statements/cursor_page.sql).
+struct cursor_page_request {
+  std::string tenant_id;
+  std::string covered;
+  std::vector<std::uint64_t> also;
+  std::optional<std::string> window_snapshot;  ///< empty: open a window at the current snapshot
+  std::int64_t after_seq = 0;
+  int limit = 0;
 };
 
 class state_store final : public store {
@@ -165,6 +186,19 @@ class state_store final : public store {
       std::int64_t id, std::int64_t after, int limit);
   /// Those outbox rows, as text with the stream's column names.
   boost::asio::awaitable<boost::system::result<text_rows>> recovery_events(std::span<const std::string> ids);
+  /// Endpoints whose outbox cursor has not moved for `age` (the give-up age).
+  boost::asio::awaitable<boost::system::result<std::vector<std::int64_t>>> stale_cursors(std::chrono::hours age);
+  /// Ends what a cursor owes dead as one range (walhook.dead_ranges) and moves it to the current
+  /// snapshot, in one statement. Returns (the new covered snapshot, events in the range).
+  boost::asio::awaitable<boost::system::result<std::pair<std::string, std::int64_t>>> give_up_cursor(
+      std::int64_t endpoint_id, const std::string& tenant_id, const std::string& covered,
+      const std::vector<std::uint64_t>& also, const std::string& reason);
+  /// The outbox cursors of this shard's endpoints.
+  boost::asio::awaitable<boost::system::result<std::vector<cursor_row>>> load_cursors();
+  /// The outbox rows a cursor owes, in seq order: columns window_snapshot, insert_lsn (every
+  /// row), then seq, xid, and the outbox columns the stream sends (NULL in the one row of an
+  /// empty page).
+  boost::asio::awaitable<boost::system::result<text_rows>> cursor_page(const cursor_page_request& q);
   /// How many shards the database is split into (walhook.shard_layout).
   boost::asio::awaitable<boost::system::result<int>> shard_count();
   /// Marks a backfill done with its counts.

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace walhook::sql {
 
@@ -127,7 +128,30 @@ struct publish_event {
   bool operator==(const publish_event&) const = default;
 };
 
+/// An endpoint's outbox cursor (walhook.endpoint_cursors, sql/migrations/007): which
+/// transactions are handled for it — visible in `covered` (pg_snapshot text), listed in `also`
+/// (xid8), and while a window is open, the window's rows up to seq `window_after`. Written once
+/// the writes queued before it are (one queue, in order): what it covers is durable first.
+struct cursor_write {
+  std::int64_t endpoint_id = 0;
+  std::string covered;
+  std::vector<std::uint64_t> also;
+  std::optional<std::string> window_snapshot;
+  std::int64_t window_after = 0;
+  std::string reason;
+  std::int64_t drained = 0;  ///< deliveries read back from the outbox since the last write
+  std::string tenant_id;     ///< the endpoint's: a cursor belongs to the endpoint of this id and tenant
+  bool operator==(const cursor_write&) const = default;
+};
+
+/// The endpoint follows the stream again: its cursor row goes.
+struct cursor_delete {
+  std::int64_t endpoint_id = 0;
+  bool operator==(const cursor_delete&) const = default;
+};
+
 /// Any write the state store takes.
-using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write, removal_streamed, publish_event>;
+using write = std::variant<upsert_delivery, update_delivery, health_write, progress_write, removal_streamed, publish_event,
+                           cursor_write, cursor_delete>;
 
 }  // namespace walhook::sql

@@ -47,6 +47,7 @@ void write_endpoint(json_writer& j, const operations::endpoint_status& s, const 
       .key("oldest_pending_age_s");
   if (s.oldest_pending_age_s) j.number(*s.oldest_pending_age_s);
   else j.null();
+  j.field("following_outbox_since", s.following_outbox_since).field("events_drained", s.events_drained).field("owed", s.owed);
   j.field("consecutive_failures", s.consecutive_failures).field("last_status", s.last_status);
   // No attempt failed, yet deliveries may die unattempted (an invalid URL): the engine's reason.
   if (!s.last_error && !load.config_error.empty()) j.field("last_error", delivery::cap_text(load.config_error));

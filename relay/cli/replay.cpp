@@ -36,6 +36,8 @@ int replay(const replay_args& a) {
   std::int64_t total = 0;
   for (const auto& c : changes) total += c.deliveries;
   std::cout << "replayed " << total << " deliveries\n";
+  if (a.endpoint->count())
+    if (auto note = operations::cursor_note(db, a.endpoint_id)) std::cout << "note: " << *note << "\n";
   for (const auto& c : changes)
     if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
   return 0;

@@ -45,6 +45,13 @@ void add_slot_flags(CLI::App* c, run_flags& f) {
        "Write successful first attempts to walhook.deliveries too (all) or not (failed)")
       ->check(CLI::IsMember({"failed", "all"}))
       ->default_str(record_successes ? "all" : "failed");
+  auto& cursors = run.outbox_cursors;
+  c->add_option_function<std::string>(
+       "--behind", [&cursors](const std::string& v) { cursors = v == "cursor"; },
+       "An endpoint that cannot take its events as they stream (down, paused, too slow) follows walhook.outbox by "
+       "cursor, one row per endpoint (cursor), or gets a walhook.deliveries row per delivery (rows)")
+      ->check(CLI::IsMember({"cursor", "rows"}))
+      ->default_str(cursors ? "cursor" : "rows");
 }
 
 /// Memory and the hold bound: how much waits, how much runs, how much one write or claim takes.
@@ -115,6 +122,10 @@ void add_process_flags(CLI::App* c, run_options& run) {
   using std::chrono::milliseconds;
   add_duration<milliseconds>(c, "--shutdown-grace-ms", run.shutdown_grace, "SIGTERM: time in-flight attempts get to finish");
   add_duration<milliseconds>(c, "--status-interval-ms", run.stream.status_interval, "Standby status update at least this often");
+  add_duration<std::chrono::hours>(c, "--give-up-after-h", run.give_up_after,
+                                   "An endpoint that has followed the outbox by cursor this long without moving gets what "
+                                   "it is owed ended dead as one range (walhook.dead_ranges)")
+      ->check(CLI::Range(1, 87600));  // 10 years: an int of hours in SQL
   add_duration<std::chrono::days>(c, "--retention-days", run.retention,
                                   "Outbox rows and finished deliveries are deleted after this")
       ->check(positive);

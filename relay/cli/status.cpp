@@ -119,6 +119,11 @@ void print_json(const std::vector<operations::endpoint_status>& endpoints, const
         .field("queued", l ? std::optional<std::int64_t>(l->queued) : std::nullopt)
         .field("in_flight", l ? std::optional<std::int64_t>(l->in_flight) : std::nullopt)
         .field("oldest_pending_age_s", whole_seconds(e.oldest_pending_age_s))
+        .field("following_outbox_since", e.following_outbox_since ? std::optional<std::string>(operations::to_the_second(
+                                                                        *e.following_outbox_since))
+                                                                  : std::nullopt)
+        .field("events_drained", e.events_drained)
+        .field("owed", e.owed)
         .field("dead", e.dead)
         .field("consecutive_failures", e.consecutive_failures)
         .field("paused_until", e.paused_until ? std::optional<std::string>(operations::to_the_second(*e.paused_until))
@@ -143,15 +148,19 @@ void print_table(const std::vector<operations::endpoint_status>& endpoints, cons
   std::size_t tenant_width = 14;
   for (const auto& e : endpoints) tenant_width = std::max(tenant_width, std::min<std::size_t>(40, e.tenant_id.size()));
   const auto line = [tenant_width](const auto& id, const auto& tenant, auto&&... v) {
-    return fmt::format("{:>6}  {:<{}} {:<16} {:>8} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", id, tenant,
+    return fmt::format("{:>6}  {:<{}} {:<17} {:>8} {:>7} {:>7} {:>6} {:>9} {:>10} {:>6} {:>8}  {:<20} {}\n", id, tenant,
                        tenant_width, v...);
   };
-  std::cout << line("id", "tenant", "status", "pending", "sending", "queued", "in_flight", "oldest_age", "dead", "failures",
+  std::cout << line("id", "tenant", "status", "pending", "owed", "sending", "queued", "in_flight", "oldest_age", "dead", "failures",
                     "paused_until", "last_error");
   for (const auto& e : endpoints) {
     const std::string err = delivery::cap_text(e.disabled_reason ? *e.disabled_reason : e.last_error.value_or(""));
     const auto l = live_at(live, e.id);
-    std::cout << line(e.id, e.tenant_id, paused_by_breaker(e) ? std::string("paused (breaker)") : e.status, e.pending,
+    // "(outbox)": it fell behind and follows walhook.outbox by cursor; its pending count is only
+    // what failed on its own.
+    std::string status = paused_by_breaker(e) ? std::string("paused (breaker)") : e.status;
+    if (e.following_outbox_since) status = (paused_by_breaker(e) ? std::string("paused") : e.status) + " (outbox)";
+    std::cout << line(e.id, e.tenant_id, status, e.pending, e.owed,
                       e.sending, l ? std::to_string(l->queued) : "-", l ? std::to_string(l->in_flight) : "-",
                       age_text(whole_seconds(e.oldest_pending_age_s)), e.dead, e.consecutive_failures,
                       e.paused_until ? operations::to_the_second(*e.paused_until) : "-", err.empty() ? "-" : err);

@@ -42,6 +42,7 @@ class lsn_tracker {
   /// the outbox): held and released like the others, they never hold the confirmable position
   /// back; detached_outstanding() says when all of one's deliveries are done.
   ticket begin_detached();
+  static bool is_detached(ticket t) { return (t & detached_bit) != 0; }
   std::uint64_t detached_outstanding(ticket t) const;
   void end_detached(ticket t);
 

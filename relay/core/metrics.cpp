@@ -125,6 +125,20 @@ void slot_families(exposition& x, const metrics_snapshot& s) {
             s.events_backfilled);
   x.gauge("walhook_backfills_running", "Backfills fed whose deliveries are not all done yet.",
           static_cast<double>(s.backfills_running));
+  x.counter("walhook_cursor_entered_total",
+            "Endpoints that left the stream to follow the outbox by cursor (down, paused, disabled, too slow).",
+            s.cursor_entered);
+  x.counter("walhook_cursor_rejoined_total", "Endpoints whose cursor caught up and that follow the stream again.",
+            s.cursor_rejoined);
+  x.counter("walhook_cursor_skipped_total",
+            "Stream deliveries skipped for endpoints that follow the outbox (owed by their cursor, no row written).",
+            s.cursor_skipped);
+  x.counter("walhook_cursor_drained_total", "Deliveries read back from walhook.outbox by cursors.", s.cursor_drained);
+  x.counter("walhook_cursor_windows_total", "Pages of walhook.outbox read by cursors.", s.cursor_windows);
+  x.counter("walhook_cursor_writes_total", "Cursor rows written (walhook.endpoint_cursors).", s.cursor_writes);
+  x.counter("walhook_cursor_given_up_events_total",
+            "Outbox rows ended dead as ranges (walhook.dead_ranges) by cursors past --give-up-after-h.",
+            s.cursor_given_up_events);
   // Early warning before PostgreSQL invalidates the slot (max_slot_wal_keep_size) or fills the disk.
   if (s.slot_wal_status) {
     x.header("walhook_slot_wal_status", "gauge",
@@ -185,6 +199,14 @@ void endpoint_families(exposition& x, const metrics_snapshot& s) {
   x.header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
   for (const auto& e : s.endpoints)
     x.out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
+  x.header("walhook_endpoint_cursor_lag_seconds", "gauge",
+           "Endpoints that follow the outbox by cursor: seconds since the position their cursor covers was current.");
+  for (const auto& e : s.endpoints)
+    if (e.cursor_lag_s) x.out += fmt::format("walhook_endpoint_cursor_lag_seconds{{endpoint=\"{}\"}} {}\n", e.id, *e.cursor_lag_s);
+  x.header("walhook_endpoint_drained_total", "counter",
+           "Deliveries read back from walhook.outbox for the endpoint by its cursor, this session.");
+  for (const auto& e : s.endpoints)
+    if (e.cursor_lag_s) x.out += fmt::format("walhook_endpoint_drained_total{{endpoint=\"{}\"}} {}\n", e.id, e.cursor_drained);
   x.header("walhook_endpoint_dead_total", "counter",
            "Deliveries that ended dead, per endpoint, for any reason (attempts or time used up, a 4xx, payload too "
            "large, endpoint removed, ...).");

@@ -25,6 +25,10 @@ struct endpoint_metrics {
   std::size_t in_flight = 0;
   std::optional<double> oldest_pending_age_s;  ///< of its persisted deliveries (walhook.deliveries); leader only
   endpoint_counters counters;                  ///< this process's attempts by outcome, delivered, dead
+  /// Following the outbox by cursor (relay/engine/cursors.hpp): seconds since the position it
+  /// has covered was current, and deliveries read back for it this session. Absent: on the stream.
+  std::optional<double> cursor_lag_s;
+  std::uint64_t cursor_drained = 0;
 };
 
 /// The standard process metrics (Prometheus client libraries' `process_*`, Linux /proc/self).
@@ -66,6 +70,10 @@ struct metrics_snapshot {
   std::uint64_t slot_incidents = 0;     ///< slots found missing or invalidated and replaced (relay/engine/recovery.hpp)
   std::uint64_t events_backfilled = 0;  ///< outbox rows fed by backfills (slot incidents, walhook recover)
   std::size_t backfills_running = 0;    ///< backfills fed whose deliveries are not all done
+  /// Outbox cursors (relay/engine/cursors.hpp): endpoints that left the stream and came back,
+  /// stream deliveries skipped for them, deliveries read back, pages read, cursor rows written.
+  std::uint64_t cursor_entered = 0, cursor_rejoined = 0, cursor_skipped = 0, cursor_drained = 0, cursor_windows = 0,
+                cursor_writes = 0, cursor_given_up_events = 0;
   std::vector<endpoint_metrics> endpoints;  ///< sorted by id
   /// The slot's WAL retention (pg_replication_slots), if it could be read.
   std::optional<std::string> slot_wal_status;  ///< reserved | extended | unreserved | lost

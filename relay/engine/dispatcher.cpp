@@ -76,6 +76,7 @@ void dispatcher::queue(job j) {
       release(*pushed.replaced);
       break;
     case delivery::scheduler::push_status::full: {
+      if (try_follow(*pushed.replaced, "its queue is full")) break;
       auto record = spill_record(*pushed.replaced, clock_.system_now());
       write(std::move(*pushed.replaced), std::move(record));
       break;
@@ -183,12 +184,18 @@ void dispatcher::apply(job j, const decision& d) {
     store_.enqueue(std::move(h));
   }
   for (const auto& n : notices.notices) publish(n);
-  if (d.what == fate::write) write(std::move(j), d.record);
-  else release(j);
+  // An endpoint failing (five attempts in a row — not an event or a few failing alone) stops
+  // costing a row per delivery: its outbox cursor owes the delivery. One read back by the cursor
+  // gets its own retry row and schedule instead (the breaker stops the reading meanwhile): an
+  // event that fails alone never blocks the cursor, and no failure is retried without backoff.
+  const bool endpoint_failing =
+      d.result == verdict::retry && !j.drained && d.breaker.consecutive_failures >= failures_to_follow;
+  if (d.what != fate::write) release(j);
+  else if (!(endpoint_failing && try_follow(j, "failing: " + d.last_error.value_or("")))) write(std::move(j), d.record);
   if (d.recovered) log::info("endpoint.recovered", {{"endpoint_id", id}});
   if (d.retry_after)
     log::info("endpoint.retry_after", {{"endpoint_id", id}, {"until", format_iso8601(*d.breaker.paused_until)}});
-  if (d.spill_queue) spill_queue(id, std::nullopt, "behind a failed delivery of its aggregate");
+  if (d.spill_queue) spill_queue(id, std::nullopt, "behind a failed delivery of its aggregate", false);
   if (d.disable) {
     if (const endpoint* ep = directory_.find(id); ep && ep->status != endpoint_status::disabled) {
       ++stats_.disabled_endpoints;
@@ -206,10 +213,11 @@ void dispatcher::apply(job j, const decision& d) {
   }
 }
 
-void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason) {
+void dispatcher::spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason, bool follow) {
   auto now = clock_.system_now();
   for (auto& j : sched_.drain(endpoint_id))
-    spill(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
+    if (!(follow && try_follow(j, reason.empty() ? "its queue left memory" : reason)))
+      spill(j, spill_record(j, now, next_at, reason.empty() ? std::nullopt : std::optional<std::string>(reason)));
 }
 
 void dispatcher::spill(job j, sql::delivery_outcome pending) {
@@ -306,7 +314,11 @@ asio::awaitable<void> dispatcher::shutdown(std::chrono::steady_clock::time_point
   // PostgreSQL; attempts in flight get the grace period.
   active_ = false;
   auto now = clock_.system_now();
-  for (auto& j : sched_.drain_all()) write(j, spill_record(j, now));
+  for (auto& j : sched_.drain_all()) {
+    // A cursor's reads not attempted go back to its window: it ends before the first of them.
+    if (j.drained && cursor_hooks_.follow && cursor_hooks_.follow(j, "stopping") != follow_result::refused) continue;
+    if (!j.drained) write(j, spill_record(j, now));
+  }
   co_await attempts_.async_wait(deadline - 1s);
   if (attempts_.size() > 0) {
     log::warn("shutdown.cancelling_attempts", {{"in_flight", static_cast<std::uint64_t>(attempts_.size())}});

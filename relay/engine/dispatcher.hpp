@@ -42,12 +42,20 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 namespace walhook::relay {
 
 class outcome_log;
+
+/// What an outbox cursor did with a delivery it was offered (relay/engine/cursors.hpp).
+enum class follow_result {
+  refused,  ///< not taken: the caller writes it to walhook.deliveries as before
+  taken,    ///< owed by the endpoint's cursor (its ticket is the cursor's now)
+  entered,  ///< taken, and the endpoint just left the stream: its queued work follows
+};
 
 struct dispatcher_options {
   /// Attempts in flight and deliveries queued in memory (their defaults: delivery::scheduler_limits).
@@ -82,6 +90,14 @@ class dispatcher {
     std::function<void()> room;
   };
 
+  /// The outbox cursors' side (relay/engine/cursors.hpp), set once by the engine: `skips` takes a
+  /// new stream delivery of an endpoint that follows the outbox; `follow` is offered each
+  /// delivery that would be written pending for a reason of its endpoint's.
+  struct cursor_hooks {
+    std::function<bool(delivery::job&)> skips;
+    std::function<follow_result(delivery::job&, std::string_view)> follow;
+  };
+
   dispatcher(boost::asio::any_io_executor ex, dispatcher_options options, endpoint_directory& directory,
              lsn_tracker& tracker, sql::store& store, delivery::transport& transport, const clock_source& clock,
              hooks h = {});
@@ -95,6 +111,15 @@ class dispatcher {
   std::size_t event_bytes() const { return events_.bytes(); }
   /// A delivery routed from the stream (it holds its transaction's ticket).
   void submit(delivery::job j);
+  void set_cursor_hooks(cursor_hooks h) { cursor_hooks_ = std::move(h); }
+  /// A delivery read back by an outbox cursor (j.drained, holding its window's ticket): admitted
+  /// in memory; one its endpoint cannot take now goes back to the cursor.
+  void submit_drained(delivery::job j);
+  /// The commit LSNs and xids of the endpoint's stream deliveries in flight (not yet handled).
+  std::vector<std::pair<std::uint32_t, lsn>> in_flight_stream(std::int64_t endpoint_id) const;
+  /// How many deliveries a cursor may read back for the endpoint now (its capacity over the
+  /// claim horizon, as a claim; 0 while its queue or walhook's memory is too full).
+  std::size_t drain_room(std::int64_t endpoint_id) const;
   /// A delivery of an outbox row that cannot become a request (e.g. a created_at RFC 3339 cannot
   /// express): recorded dead with `reason`, never sent; its ticket goes once that is durable.
   void submit_dead(delivery::job j, std::string reason);
@@ -174,9 +199,14 @@ class dispatcher {
   void queue(delivery::job j);
   void write(delivery::job j, sql::delivery_outcome record);
   void release(delivery::job& j);
-  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason);
+  /// The endpoint's queue leaves memory: to its outbox cursor if `follow` (a reason of the
+  /// endpoint's) and it takes them, else written pending.
+  void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason, bool follow = true);
   /// Writes a job that leaves memory without an attempt: `pending`, or dead for a retired endpoint.
   void spill(delivery::job j, sql::delivery_outcome pending);
+  /// Offers a delivery leaving memory to its endpoint's outbox cursor; true if taken (when the
+  /// endpoint just left the stream, its queued work is offered too).
+  bool try_follow(delivery::job& j, std::string_view reason);
   void mark_sending(const std::shared_ptr<running>& r);
   /// /metrics: one attempt's outcome class and duration, globally and for its endpoint. Returns
   /// the class (the outcome log records it too).
@@ -212,6 +242,7 @@ class dispatcher {
   delivery::transport& transport_;
   const clock_source& clock_;
   hooks hooks_;
+  cursor_hooks cursor_hooks_;
   delivery::event_budget events_;
   delivery::scheduler sched_;
   backlog_controller backlog_;

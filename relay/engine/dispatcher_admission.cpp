@@ -13,11 +13,63 @@ namespace walhook::relay {
 using delivery::job;
 using namespace dispatcher_detail;
 
+namespace {
+/// A delivery routed from the stream that nothing wrote yet.
+bool is_stream_job(const job& j) { return j.ev && j.ev->xid != 0 && !j.row_id && !j.marked && !j.drained && j.ticket != 0; }
+}  // namespace
+
 void dispatcher::admit_job(job j) {
+  // An endpoint that follows the outbox by cursor takes nothing from the stream.
+  if (is_stream_job(j) && !stopping_ && cursor_hooks_.skips && cursor_hooks_.skips(j)) return;
   const endpoint* ep = directory_.find(j.endpoint_id);
-  const lane l = stopping_ ? lane::table : backlog_.lane_of(j.endpoint_id);
-  auto a = admit(j, ep, directory_.health(j.endpoint_id), l, clock_.system_now(), options_.admission);
+  const auto health = directory_.health(j.endpoint_id);
+  const auto now = clock_.system_now();
+  // What a cursor reads back is sent from memory, or goes back to the cursor — except a new
+  // state of an entity while the endpoint has pending rows (the backlog lane): it merges there.
+  lane l = stopping_ ? lane::table : backlog_.lane_of(j.endpoint_id);
+  if (j.drained && l == lane::table) l = lane::memory;
+  auto a = admit(j, ep, health, l, now, options_.admission);
+  // Pending for a reason of the endpoint's (paused, disabled, breaker open, too slow): its
+  // cursor owes it instead of a row.
+  const bool endpoint_reason = ep && (l == lane::table || ep->status != endpoint_status::active ||
+                                      delivery::mode(health, now) == delivery::breaker_mode::paused);
+  if (a.what == fate::write && a.record.status == sql::delivery_status::pending && endpoint_reason &&
+      try_follow(j, a.record.last_error.value_or("endpoint too slow for the stream")))
+    return;
   apply(std::move(j), a);
+}
+
+bool dispatcher::try_follow(job& j, std::string_view reason) {
+  if (!cursor_hooks_.follow || stopping_ || !active_ || !j.ev || j.row_id || j.marked) return false;
+  if (!j.drained && (j.ev->xid == 0 || j.ticket == 0)) return false;
+  const auto r = cursor_hooks_.follow(j, reason);
+  if (r == follow_result::refused) return false;
+  if (r == follow_result::entered) {  // what it has queued follows the cursor too (or goes to the table)
+    const auto now = clock_.system_now();
+    for (auto& q : sched_.drain(j.endpoint_id))
+      if (!try_follow(q, reason)) spill(q, spill_record(q, now));
+  }
+  return true;
+}
+
+void dispatcher::submit_drained(job j) {
+  j.enqueued_at = clock_.steady_now();
+  admit_job(std::move(j));
+}
+
+std::vector<std::pair<std::uint32_t, lsn>> dispatcher::in_flight_stream(std::int64_t endpoint_id) const {
+  std::vector<std::pair<std::uint32_t, lsn>> out;
+  for (const auto& [n, r] : running_)
+    // A 'sending' mark is handled: the row it queued carries the outcome (and is written before
+    // any cursor queued after it).
+    if (r->j.endpoint_id == endpoint_id && r->j.ev && r->j.ev->xid != 0 && !r->j.row_id && !r->j.drained && !r->marked)
+      out.emplace_back(r->j.ev->xid, r->j.ev->commit_lsn);
+  return out;
+}
+
+std::size_t dispatcher::drain_room(std::int64_t endpoint_id) const {
+  if (!active_ || stopping_ || !has_headroom()) return 0;
+  return backlog_.claim_size(endpoint_id, load_of(endpoint_id), clock_.steady_now());
 }
 
 void dispatcher::submit(job j) {

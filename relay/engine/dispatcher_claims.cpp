@@ -104,14 +104,15 @@ void dispatcher::sweep() {
                                      {"note", "every attempt runs past the hold bound: new deliveries go through PostgreSQL"}});
     if (ordered(id)) spill_queue(id, std::nullopt, {});
     else
-      for (auto& j : sched_.take_holding(id)) spill(j, spill_record(j, sys_now));
+      for (auto& j : sched_.take_holding(id))
+        if (!try_follow(j, "every attempt runs past the hold bound")) spill(j, spill_record(j, sys_now));
   }
   // Deliveries that waited too long in memory go to PostgreSQL so the slot can move on.
   std::unordered_set<std::int64_t> whole;
   for (auto& j : sched_.take_waiting_since(now - options_.max_wait_in_memory)) {
     backlog_.use_table(j.endpoint_id);
     if (ordered(j.endpoint_id)) whole.insert(j.endpoint_id);
-    spill(j, spill_record(j, sys_now));
+    if (!try_follow(j, "its deliveries waited too long in memory")) spill(j, spill_record(j, sys_now));
   }
   for (auto id : whole) spill_queue(id, std::nullopt, {});
   for (const auto& n : notifier_.due(now)) publish(n);  // dead deliveries counted meanwhile

@@ -23,6 +23,10 @@ struct dispatcher::running {
 
 namespace dispatcher_detail {
 
+/// Failed attempts in a row after which an endpoint's failed deliveries are owed by its outbox
+/// cursor rather than written as retry rows (relay/engine/cursors.hpp).
+inline constexpr int failures_to_follow = 5;
+
 /// The row of walhook.deliveries a job is (endpoint, event).
 inline sql::delivery_key key_of(const delivery::job& j) { return {j.endpoint_id, j.ev->id}; }
 

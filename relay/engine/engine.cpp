@@ -9,6 +9,7 @@
 #include "relay/core/outcome_log.hpp"
 #include "relay/core/version.hpp"
 #include "relay/engine/config.hpp"
+#include "relay/engine/cursors.hpp"
 #include "relay/engine/dispatcher.hpp"
 #include "relay/engine/leadership.hpp"
 #include "relay/engine/process_metrics.hpp"
@@ -59,12 +60,20 @@ struct engine::impl {
         lead(ex, {options.database_url, options.slot, options.instance_name}),
         recent(options.recent_outcomes),
         deliveries(ex, dispatcher_options_of(options, &recent), directory, tracker, store, http, clock,
-                   {[this] { confirm(); }, [this] { stream.wake(); }}),
+                   {[this] { released(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
         recovery(store, stream, tracker, handler, deliveries, options.slot),
+        cursors(ex, store, tracker, directory, deliveries, recovery, clock),
         background(ex),
         backoff_timer(ex),
-        finish_timer(ex) {}
+        finish_timer(ex) {
+    deliveries.set_cursor_hooks({[this](delivery::job& j) { return cursors.skips(j); },
+                                 [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
+    cursors.allow_entering(options.outbox_cursors);
+    cursors.give_up_after(options.give_up_after);
+    cursors.retry_policy(options.dispatch.outcomes.retry);
+    handler.on_streamed([this](std::uint32_t xid, const std::string* tenant, lsn end) { cursors.streamed(xid, tenant, end); });
+  }
 
   asio::any_io_executor executor;
   run_options options;
@@ -79,6 +88,7 @@ struct engine::impl {
   dispatcher deliveries;
   stream_handler handler;
   slot_recovery recovery;
+  outbox_cursors cursors;
   task_group background;  // the state store's writer, claims and sweeps: the whole run
   asio::steady_timer backoff_timer;
   asio::steady_timer finish_timer;  ///< bounds reading to the open transaction's Commit on a stop
@@ -91,6 +101,10 @@ struct engine::impl {
   static constexpr auto idle_progress_interval = 60s;
 
   void confirm() { stream.confirm(tracker.confirmable()); }
+  void released() {
+    confirm();
+    cursors.wake();
+  }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     backoff_timer.expires_after(d);
@@ -224,6 +238,8 @@ struct engine::impl {
     auto progress = co_await store.load_progress(options.slot);
     if (!progress) co_return progress.error();
     stream.resume_from(progress->confirmed, progress->system_id);
+    start_step = "load the outbox cursors";
+    if (auto ec = co_await cursors.start_session(progress->delivered_snapshot)) co_return ec;
     co_return with_backlog;
   }
 
@@ -346,9 +362,11 @@ struct engine::impl {
     session_tasks.spawn(watch_leadership(), "leadership watch");
     session_tasks.spawn(housekeeping(), "housekeeping");
     session_tasks.spawn(recovery.run([this] { return session_active && !stopping; }), "recoveries");
+    session_tasks.spawn(cursors.run([this] { return session_active && !stopping; }), "outbox cursors");
     error_code result;
     while (session_active && (!stopping || finishing_transaction())) {
-      const bool hold = !stopping && deliveries.must_hold();  // a stop spills instead of holding
+      // A stop spills instead of holding; a cursor's last window is read while the stream waits.
+      const bool hold = !stopping && (deliveries.must_hold() || cursors.holds_stream());
       if (hold || store.backlog() >= options.max_store_backlog) {
         // Back-pressure: the walsender waits on TCP; status updates keep flowing.
         if (auto ec = co_await stream.async_hold(50ms)) {
@@ -372,7 +390,10 @@ struct engine::impl {
     if (!stopping && session_active)
       log::warn("replication.stream_ended", {{"error", result.message()}, {"detail", stream.last_error()}});
     session_active = false;
-    if (!stopping) deliveries.end_session();  // a stop spills the queue itself, then waits for attempts
+    if (!stopping) {  // a stop spills the queue itself, then waits for attempts (and writes the cursors)
+      deliveries.end_session();
+      cursors.end_session();
+    }
     lead.cancel();
     session_tasks.emit(asio::cancellation_type::total);
     if (!co_await session_tasks.async_wait(clock.steady_now() + 1s)) {
@@ -408,6 +429,7 @@ struct engine::impl {
     finish_timer.cancel();
     background.emit(asio::cancellation_type::total);  // claims and sweeps stop; the writer goes on
     co_await deliveries.shutdown(deadline);
+    cursors.flush();  // their windows' progress: a graceful stop re-sends nothing from the outbox
     co_await store.async_idle(deadline);
     confirm();
     if (session_was_streaming && tracker.open_transactions() == 0 && store.backlog() == 0)
@@ -534,6 +556,14 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.slot_incidents = s.recovery.incidents();
   m.events_backfilled = s.recovery.events_backfilled();
   m.backfills_running = s.recovery.backfills_running();
+  const auto& cs = s.cursors.stats();
+  m.cursor_entered = cs.entered;
+  m.cursor_rejoined = cs.rejoined;
+  m.cursor_skipped = cs.skipped;
+  m.cursor_drained = cs.drained;
+  m.cursor_windows = cs.windows;
+  m.cursor_writes = cs.writes;
+  m.cursor_given_up_events = cs.given_up_events;
   m.version = walhook_version;
   m.commit = walhook_commit;
   m.process = read_process_metrics();
@@ -542,7 +572,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   for (auto id : s.directory.ids()) {
     auto c = counters.find(id);
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
-                 c == counters.end() ? endpoint_counters{} : c->second};
+                 c == counters.end() ? endpoint_counters{} : c->second, std::nullopt, 0};
   }
   // What the database says is the leader's to export: a standby (or an instance reconnecting)
   // would repeat it, and a scrape must not cost the database when this instance is not working.
@@ -550,6 +580,11 @@ asio::awaitable<std::string> engine::metrics_text() {
     if (auto ages = co_await s.store.oldest_pending())
       for (const auto& [id, age] : *ages)
         if (auto e = by_id.find(id); e != by_id.end()) e->second.oldest_pending_age_s = age;  // this shard's, still known
+  for (const auto& v : s.cursors.views())
+    if (auto e = by_id.find(v.endpoint_id); e != by_id.end()) {
+      e->second.cursor_lag_s = v.lag_seconds;
+      e->second.cursor_drained = v.drained;
+    }
   for (auto& [id, e] : by_id) m.endpoints.push_back(e);
   if (const auto& slot = s.last_slot_health; slot && s.session_active) {  // read every 10 s by housekeeping, not per scrape
     m.slot_wal_status = slot->wal_status;

@@ -43,6 +43,13 @@ struct run_options {
   /// --max-in-flight … --max-claim, --max-payload-bytes, --max-attempts … --disable-after-s,
   /// --record, --operator-tenant. recent_outcomes is set by config.
   dispatcher_options dispatch;
+  /// --behind: an endpoint that cannot take its events as they stream follows walhook.outbox by
+  /// cursor (true), or gets a walhook.deliveries row per delivery (false; a cursor left by an
+  /// earlier run still drains and rejoins).
+  bool outbox_cursors = true;
+  /// --give-up-after-h: an outbox cursor whose position has not moved for this long ends what it
+  /// owes dead as one range (walhook.dead_ranges).
+  std::chrono::hours give_up_after{72};
   /// --max-batch. conninfo, reconnect_max, application_name, the shard and the clock are set by
   /// config from the shared settings above.
   sql::state_store_options store;

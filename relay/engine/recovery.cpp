@@ -165,9 +165,15 @@ asio::awaitable<error_code> slot_recovery::feed_one(const sql::recovery& r, bool
       auto rows = co_await store_.recovery_events(ids);
       if (!rows) co_return fail(rows.error());
       const auto rel = relation_of_columns(rows->columns);
+      const auto xid_col = static_cast<std::size_t>(
+          std::find(rows->columns.begin(), rows->columns.end(), "xid") - rows->columns.begin());
       for (const auto& row : rows->rows) {
         const auto tuple = tuple_of_text(row);
-        run.deliveries += static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), commit_lsn, run.ticket));
+        // Its transaction's xid: an endpoint that follows the outbox reads it back itself if owed.
+        std::uint32_t xid = 0;
+        if (xid_col < row.size() && row[xid_col]) xid = static_cast<std::uint32_t>(std::stoull(*row[xid_col]));
+        run.deliveries +=
+            static_cast<std::int64_t>(handler_.deliver_row(row_view(rel, tuple), commit_lsn, run.ticket, xid));
         ++run.events;
       }
       co_await keep_walsender();
@@ -241,6 +247,7 @@ asio::awaitable<void> slot_recovery::final_snapshot(std::function<void()> confir
 void slot_recovery::end_session() {
   for (auto& [id, run] : fed_) tracker_.end_detached(run.ticket);
   fed_.clear();
+  last_taken_.reset();
 }
 
 void slot_recovery::add_candidate(std::string snapshot, lsn insert_position) {
@@ -255,7 +262,14 @@ std::optional<std::string> slot_recovery::take_delivered(lsn confirmed) {
     out = std::move(candidates_.front().first);
     candidates_.pop_front();
   }
+  if (out) last_taken_ = out;
   return out;
+}
+
+std::optional<std::string> slot_recovery::snapshot_before(lsn bound) const {
+  for (auto it = candidates_.rbegin(); it != candidates_.rend(); ++it)
+    if (it->second <= bound) return it->first;
+  return last_taken_;
 }
 
 }  // namespace walhook::relay

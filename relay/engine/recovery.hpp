@@ -83,6 +83,15 @@ class slot_recovery {
   /// The newest candidate whose position `confirmed` has passed (older ones are dropped); empty
   /// if none.
   std::optional<std::string> take_delivered(lsn confirmed);
+  /// A delivered snapshot known at session start (walhook.slot_progress): every transaction
+  /// visible in it was handled before anything this session streams.
+  void seed_delivered(std::optional<std::string> snapshot) { last_taken_ = std::move(snapshot); }
+  /// The newest snapshot every transaction visible in which committed before `bound` (a
+  /// candidate whose insert position is at or before it), or else the last delivered one; empty
+  /// if there is none. An outbox cursor's lower bound (relay/engine/cursors.hpp).
+  std::optional<std::string> snapshot_before(lsn bound) const;
+  /// The last delivered snapshot (taken, or seeded at session start).
+  const std::optional<std::string>& last_delivered() const { return last_taken_; }
 
   std::uint64_t incidents() const { return incidents_; }
   std::uint64_t events_backfilled() const { return events_backfilled_; }
@@ -109,6 +118,7 @@ class slot_recovery {
   std::optional<lsn> created_at_;
   std::map<std::int64_t, running> fed_;  ///< backfill id → its deliveries' ticket and counts
   std::deque<std::pair<std::string, lsn>> candidates_;
+  std::optional<std::string> last_taken_;
   std::uint64_t incidents_ = 0;
   std::uint64_t events_backfilled_ = 0;
 };

@@ -34,6 +34,7 @@ double stream_handler::lag_seconds() {
 boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
   if (auto* k = std::get_if<wal::keepalive>(&ev)) {
     tracker_.keepalive(k->wal_end);
+    if (streamed_ && current_ticket_ == 0) streamed_(0, nullptr, k->wal_end);
     return {};
   }
   const auto& ch = std::get<wal::change>(ev);
@@ -42,7 +43,8 @@ boost::system::error_code stream_handler::handle(const wal::stream_event& ev) {
   return std::visit([&](const auto& m) { return on_message(m); }, ch.message);
 }
 
-std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket) {
+std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket,
+                                        std::uint32_t xid) {
   ++events_;
   std::string why;
   auto ev = event_from_row(row, commit_lsn, why);
@@ -55,6 +57,8 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
     ++malformed_rows_;
     log::error("outbox.malformed_row", {{"event_id", ev->id}, {"reason", why}});
   }
+  ev->xid = xid;
+  if (xid != 0 && ticket == current_ticket_) current_tenant_ = !current_tenant_ || *current_tenant_ == ev->tenant_id ? ev->tenant_id : std::string();
   auto shared = deliveries_.track(std::move(*ev));
   const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id);
   for (std::int64_t id : routes) {
@@ -94,12 +98,15 @@ boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
   open_since_.emplace_back(current_ticket_, clock_.steady_now());
   current_final_lsn_ = b.final_lsn;
   current_xid_ = b.xid;
+  current_tenant_.reset();
   return {};
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::commit& c) {
   tracker_.commit(current_ticket_, c.end_lsn);
   current_ticket_ = 0;
+  if (streamed_) streamed_(current_xid_, current_tenant_ ? &*current_tenant_ : nullptr, c.end_lsn);
+  current_tenant_.reset();
   return {};
 }
 
@@ -112,7 +119,8 @@ boost::system::error_code stream_handler::on_message(const pgo::relation& r) {
 boost::system::error_code stream_handler::on_message(const pgo::insert& m) {
   const auto* rel = relations_.find(m.relation_oid);
   if (!rel) return wal::errc::unknown_relation;
-  if (m.relation_oid == outbox_oid_) deliver_row(row_view(*rel, m.new_tuple), current_final_lsn_, current_ticket_);
+  if (m.relation_oid == outbox_oid_)
+    deliver_row(row_view(*rel, m.new_tuple), current_final_lsn_, current_ticket_, current_xid_);
   else if (m.relation_oid == endpoints_oid_) apply_endpoint(row_view(*rel, m.new_tuple));
   return {};
 }

@@ -20,6 +20,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
 #include <optional>
 #include <utility>
 
@@ -38,7 +41,12 @@ class stream_handler {
   /// An outbox row, from the stream or a backfill (relay/engine/recovery.hpp): becomes an event routed
   /// to the tenant's endpoints, each delivery holding `ticket`; a malformed one's deliveries are
   /// recorded dead with the reason. `commit_lsn` orders merges. Returns the deliveries made.
-  std::size_t deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket);
+  /// `xid`: the streamed transaction's (0 for a backfill).
+  std::size_t deliver_row(const row_view& row, lsn commit_lsn, lsn_tracker::ticket ticket, std::uint32_t xid = 0);
+  /// Called at each Commit — its xid, the tenant of its outbox rows ("" if several; nullptr if it
+  /// inserted none), its end LSN — and at each keepalive outside a transaction (xid 0, nullptr,
+  /// the keepalive's position): the outbox cursors' record of what was streamed.
+  void on_streamed(std::function<void(std::uint32_t, const std::string*, lsn)> f) { streamed_ = std::move(f); }
 
   /// Between a Begin and its Commit.
   bool in_transaction() const { return current_ticket_ != 0; }
@@ -72,6 +80,8 @@ class stream_handler {
   lsn_tracker::ticket current_ticket_ = 0;
   lsn current_final_lsn_;
   std::uint32_t current_xid_ = 0;
+  std::optional<std::string> current_tenant_;  ///< of the open transaction's outbox rows ("" if several)
+  std::function<void(std::uint32_t, const std::string*, lsn)> streamed_;
   std::uint64_t events_ = 0;
   std::uint64_t malformed_rows_ = 0;
   std::deque<std::pair<lsn_tracker::ticket, std::chrono::steady_clock::time_point>> open_since_;

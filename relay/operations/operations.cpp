@@ -163,9 +163,13 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
     if (waited > 0) c.note = fmt::format("{} of them had been waiting out a backoff or a pause", waited);
     wake_relay(db, endpoint_id, "resume");
   } else if (action == "pause") {
-    c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint resume {}`", endpoint_id);
+    c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint resume {}` — up to "
+                         "walhook run --give-up-after-h (72 h), then they end dead as one range",
+                         endpoint_id);
   } else {
-    c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint enable {}`", endpoint_id);
+    c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint enable {}` — up to "
+                         "walhook run --give-up-after-h (72 h), then they end dead as one range",
+                         endpoint_id);
   }
   tx.commit();
   return c;
@@ -444,6 +448,21 @@ std::string secret_fingerprints(const std::string& secrets) {
     for (int i = 0; i < 6; ++i) out += fmt::format("{:02x}", digest[static_cast<std::size_t>(i)]);
   }
   return out;
+}
+
+std::optional<std::string> cursor_note(blocking_db& db, std::int64_t endpoint_id) {
+  auto r = db.exec("SELECT e.status, to_char(c.entered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+                   "FROM walhook.endpoint_cursors c JOIN walhook.endpoints e ON e.id = c.endpoint_id AND e.tenant_id = c.tenant_id "
+                   "WHERE c.endpoint_id = $1",
+                   pg::params{std::to_string(endpoint_id)});
+  if (r.rows() == 0) return std::nullopt;
+  const std::string status(r.value(0, 0));
+  return fmt::format("endpoint {} follows the outbox by cursor since {}: what it is owed is read back from walhook.outbox "
+                     "when it can take it, not replayed from walhook.deliveries{}",
+                     endpoint_id, r.value(0, 1),
+                     status == "active" ? std::string()
+                                        : fmt::format(" (it is {}: `walhook endpoint {} {}` sends it)", status,
+                                                      status == "paused" ? "resume" : "enable", endpoint_id));
 }
 
 }  // namespace walhook::relay::operations

@@ -62,6 +62,10 @@ struct rotated_secret {
 rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chrono::seconds grace,
                              const std::string& secret = "");
 
+/// A note for an endpoint that follows walhook.outbox by cursor (sql/migrations/007): what it
+/// is owed is not in walhook.deliveries, and is sent when it can take it. nullopt otherwise.
+std::optional<std::string> cursor_note(blocking_db& db, std::int64_t endpoint_id);
+
 struct replay_filter {
   std::optional<std::int64_t> delivery_id;
   std::optional<std::int64_t> endpoint_id;

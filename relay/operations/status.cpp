@@ -34,6 +34,9 @@ endpoint_status status_of_row(const pg::query_result& r, int i) {
   s.description = r.optional_value(i, 18);
   s.contact_endpoint_id = r.optional_integer(i, 19);
   s.secret_grace_until = timestamp_of(r, i, 20);
+  s.following_outbox_since = timestamp_of(r, i, 21);
+  s.events_drained = r.integer(i, 22);
+  s.owed = r.integer(i, 23);
   return s;
 }
 

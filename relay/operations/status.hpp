@@ -29,7 +29,9 @@ struct endpoint_status {
   std::int64_t pending = 0;                 ///< deliveries with status pending
   std::int64_t sending = 0;                 ///< claimed or held attempts (status sending)
   std::int64_t dead = 0;                    ///< dead letters
-  std::optional<double> oldest_pending_age_s;  ///< seconds since the oldest pending or sending event was created
+  /// Seconds since the oldest pending or sending event was created — or, for an endpoint that
+  /// follows the outbox by cursor, since its cursor's position was current, if that is older.
+  std::optional<double> oldest_pending_age_s;
   std::int64_t consecutive_failures = 0;    ///< failed attempts in a row (the circuit breaker's count)
   std::optional<std::int64_t> last_status;  ///< endpoint_health.last_status (an HTTP status)
   std::optional<std::string> last_error;    ///< endpoint_health.last_error
@@ -40,6 +42,11 @@ struct endpoint_status {
   std::optional<std::string> description;
   std::optional<std::int64_t> contact_endpoint_id;  ///< where notifications about it go
   std::optional<std::string> secret_grace_until;    ///< when the older secrets stop being valid
+  /// It follows walhook.outbox by cursor (it fell behind: down, paused, too slow) since then;
+  /// nullopt: it follows the stream.
+  std::optional<std::string> following_outbox_since;
+  std::int64_t events_drained = 0;  ///< deliveries its cursor read back from the outbox
+  std::int64_t owed = 0;            ///< outbox rows its cursor owes it now (counted up to 100,000)
 };
 
 /// The endpoints worst first: the oldest pending age (none last), then failures in a row, then

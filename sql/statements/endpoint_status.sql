@@ -1,17 +1,22 @@
 -- Every endpoint's state, worst first: `walhook status` and the admin API's /api/endpoints
 -- (relay/operations/status.hpp reads it into typed rows). $1: one endpoint id, or NULL for all.
 -- Columns: id, tenant_id, url, status, max_concurrency, breaker holds (paused_until > now()),
--- paused_until (past or future), pending, sending, dead, oldest pending age (seconds, float8),
+-- paused_until (past or future), pending, sending, dead, oldest pending age (seconds, float8: of
+-- its pending rows, or since its outbox cursor's position was current if it follows the outbox),
 -- consecutive_failures, last_status, last_error, disabled_reason, secret, event_types (JSON
--- text), ordering, description, contact_endpoint_id, secret_grace_until.
+-- text), ordering, description, contact_endpoint_id, secret_grace_until, following the outbox
+-- since (its cursor's entered_at, or NULL), events read back by its cursor, and the outbox rows its
+-- cursor owes it now (committed, routed to it, not covered; counted up to 100,000).
 -- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
 SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.paused_until > now(), false), h.paused_until,
        coalesce(c.pending, 0), coalesce(c.sending, 0), coalesce(c.dead, 0),
-       extract(epoch FROM now() - o.oldest)::float8,
+       extract(epoch FROM now() - least(o.oldest, cur.covered_at))::float8,
        coalesce(h.consecutive_failures, 0), h.last_status, h.last_error, h.disabled_reason, e.secret,
-       array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until
+       array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until,
+       cur.entered_at, coalesce(cur.events_drained, 0), coalesce(owed.n, 0)
   FROM walhook.endpoints e
+  LEFT JOIN walhook.endpoint_cursors cur ON cur.endpoint_id = e.id AND cur.tenant_id = e.tenant_id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
   LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE d.status = 'pending') AS pending,
@@ -23,6 +28,14 @@ SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
   LEFT JOIN LATERAL (
     SELECT min(d.event_created_at) AS oldest FROM walhook.deliveries d
      WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'sending') AND d.created_at >= e.created_at) o ON true
+  LEFT JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+      SELECT 1 FROM walhook.outbox o
+       WHERE cur.endpoint_id IS NOT NULL AND o.tenant_id = e.tenant_id
+         AND o.xid >= pg_snapshot_xmin(cur.covered) AND NOT pg_visible_in_snapshot(o.xid, cur.covered)
+         AND o.xid <> ALL (cur.also) AND pg_visible_in_snapshot(o.xid, pg_current_snapshot())
+         AND (o.endpoint_id = e.id OR (o.endpoint_id IS NULL AND (e.event_types IS NULL OR o.event_type = ANY (e.event_types))))
+       LIMIT 100000) x) owed ON true
  WHERE $1::bigint IS NULL OR e.id = $1::bigint
   -- Worst first: oldest pending age, failures in a row, then dead letters (an endpoint whose
   -- deliveries die unattempted, e.g. an invalid URL, has neither of the first two), then id.

@@ -8,6 +8,12 @@ WITH forgotten AS (
    WHERE ($1::bigint IS NULL OR id = $1::bigint)
      AND (removed_xid::text::numeric % 4294967296) = $2::numeric
   RETURNING id
+), cursors AS (
+  -- Its outbox cursor goes too (what it was owed goes with the endpoint).
+  DELETE FROM walhook.endpoint_cursors c
+   WHERE ($1::bigint IS NULL OR c.endpoint_id = $1::bigint)
+     AND NOT EXISTS (SELECT 1 FROM walhook.endpoints e WHERE e.id = c.endpoint_id AND e.tenant_id = c.tenant_id)
+  RETURNING c.endpoint_id
 ), stray AS (
   UPDATE walhook.deliveries d
      SET status = 'dead', last_error = 'endpoint removed', next_attempt_at = NULL, updated_at = now()

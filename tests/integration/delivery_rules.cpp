@@ -50,10 +50,11 @@ TEST_CASE("410 Gone disables the endpoint and the delivery is dead") {
   CHECK(s.value("SELECT disabled_reason FROM walhook.endpoint_health WHERE endpoint_id = $1", id) == "HTTP 410 Gone");
   pg::params ev{first};
   CHECK(test::eventually([&] { return s.value("SELECT status || ' ' || last_status FROM walhook.deliveries WHERE event_id = $1::uuid", ev) == "dead 410"; }, 20s));
-  // Later events wait as pending for the disabled endpoint; nothing more is sent to it.
+  // Later events are owed by the disabled endpoint's outbox cursor (no row each); nothing more is sent to it.
   std::string later = s.publish("t", "x", "{}");
   pg::params ev2{later};
-  CHECK(test::eventually([&] { return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1::uuid", ev2) == "pending"; }, 20s));
+  CHECK(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoint_cursors WHERE endpoint_id = $1", id) == "1"; }, 20s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE event_id = $1::uuid", ev2) == "0");
   CHECK(s.rcv->count("/gone") == 1);
   CHECK(walhook.stop() == 0);
 }
@@ -65,7 +66,8 @@ TEST_CASE("merge: endpoint down, 50 updates of one entity and 3 facts → the la
   s.rcv->set_behaviour("/crm", down);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/crm"), delivery::generate_secret(), {}, 1);
   // One failure opens the breaker for an hour: the endpoint is down until an operator resumes it.
-  auto walhook = s.start_walhook({"--breaker-threshold", "1", "--breaker-pause-s", "3600"});
+  // Rows, not a cursor (--behind rows): this is the table's merge (it_cursors has the cursor's).
+  auto walhook = s.start_walhook({"--breaker-threshold", "1", "--breaker-pause-s", "3600", "--behind", "rows"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
 
   std::vector<std::string> updates, facts;
@@ -202,8 +204,9 @@ TEST_CASE("auto-disable after failing continuously; pending deliveries are kept;
   s.rcv->set_behaviour("/down", down);
   long long bad = test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
   long long good = test::add_endpoint(s.db, "t", s.rcv->url("/up"), delivery::generate_secret());
-  auto walhook = s.start_walhook(
-      {"--disable-after-s", "2", "--backoff-base-ms", "100", "--backoff-max-ms", "300", "--breaker-threshold", "1000"});
+  // Rows, not a cursor (--behind rows): the status of a row backlog (it_cursors has a cursor's).
+  auto walhook = s.start_walhook({"--disable-after-s", "2", "--backoff-base-ms", "100", "--backoff-max-ms", "300",
+                                  "--breaker-threshold", "1000", "--behind", "rows"});
   REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
   for (int i = 0; i < 5; ++i) s.publish("t", "x", "{}");
   pg::params id{std::to_string(bad)};

@@ -39,7 +39,9 @@ TEST_CASE("a slow endpoint stays within max_concurrency and healthy endpoints ge
   never.never_answer = true;  // answers after longer than the deadline: never, within it
   rcv->set_behaviour("/slow", never);
 
-  auto walhook = s.start_walhook({"--deadline-ms", "500"});
+  // Rows (--behind rows): this test watches the slow endpoint's table backlog grow; with outbox
+  // cursors (the default) it would be owed by a cursor instead — it_cursors and it_slot_lag.
+  auto walhook = s.start_walhook({"--deadline-ms", "500", "--behind", "rows"});
   REQUIRE(test::eventually(
       [&] { return test::query_value(db, "SELECT active FROM pg_replication_slots WHERE slot_name = 'noisy'") == "t"; }, 20s));
 

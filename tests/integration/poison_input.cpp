@@ -99,7 +99,7 @@ TEST_CASE("a delivery write the server refuses for its data ends that delivery d
   s.rcv->set_behaviour("/down", down);
   test::add_endpoint(s.db, "down", s.rcv->url("/down"), delivery::generate_secret());
   test::add_endpoint(s.db, "up", s.rcv->url("/up"), delivery::generate_secret());
-  auto w = s.start();
+  auto w = s.start({"--behind", "rows"});  // every delivery of the down endpoint is written: rows, not a cursor
   auto poison = s.publish("down", "x", "poison");
   auto internal = s.publish("down", "x", "poison-internal");
   for (int i = 0; i < 20; ++i) s.publish("down", "x", fmt::format("entity-{}", i));
@@ -148,7 +148,7 @@ TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the lon
   down.status = 503;
   s.rcv->set_behaviour("/down", down);
   test::add_endpoint(s.db, "t", s.rcv->url("/down"), delivery::generate_secret());
-  auto w = s.start();
+  auto w = s.start({"--behind", "rows"});  // the table's merge: rows, not an outbox cursor
   const std::string key(1024, 'k');
   std::string newest;
   for (int i = 0; i < 5; ++i) newest = s.publish("t", "x", key);

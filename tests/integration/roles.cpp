@@ -100,4 +100,21 @@ TEST_CASE("walhook_migrator migrates a new database; the other roles run walhook
   ::kill(receiver, SIGTERM);
   ::waitpid(receiver, nullptr, 0);
   std::filesystem::remove(log);
+
+  // Outbox cursors and dead ranges (issue 18) are walhook's: the application role can neither
+  // read nor write them (it could make an endpoint skip events, or learn other tenants' ranges);
+  // the admin role reads them, and may not move a cursor.
+  relay::blocking_db app(as(url, "walhook_app"));
+  for (const char* sql : {"SELECT count(*) FROM walhook.endpoint_cursors", "SELECT count(*) FROM walhook.dead_ranges",
+                          "INSERT INTO walhook.endpoint_cursors (endpoint_id, tenant_id, covered, reason) "
+                          "VALUES (1, 't', pg_current_snapshot(), 'x')",
+                          "DELETE FROM walhook.endpoint_cursors"}) {
+    CAPTURE(sql);
+    CHECK_THROWS_WITH(app.exec(sql), doctest::Contains("permission denied"));
+  }
+  relay::blocking_db admin(as(url, "walhook_admin"));
+  CHECK(test::query_value(admin, "SELECT count(*) FROM walhook.endpoint_cursors") == "0");
+  CHECK(test::query_value(admin, "SELECT count(*) FROM walhook.dead_ranges") == "0");
+  CHECK_THROWS_WITH(admin.exec("UPDATE walhook.endpoint_cursors SET covered = pg_current_snapshot()"),
+                    doctest::Contains("permission denied"));
 }

@@ -169,3 +169,64 @@ TEST_CASE("--shard is checked: K/N with 0 <= K < N, and migrate --shard on an un
   CHECK(test::run_walhook({"migrate", "--database-url", s.url, "--slot", s.slot, "--shard", "0/2"}, out) == 1);
   CHECK(out.find("walhook reshard --from 1 --to 2") != std::string::npos);
 }
+
+TEST_CASE("outbox cursors per shard: a paused endpoint in each of 2 shards, then reshard 2 → 1 with both still behind") {
+  setup s("shard_cursor");
+  s.add_endpoints();
+  // Two tenants of different shards (of 2), whose endpoints an operator pauses.
+  std::string in0, in1;
+  for (int t = 0; t < tenants; ++t) {
+    const auto name = fmt::format("tenant{}", t);
+    (s.shard_of(name, 2) == 0 ? in0 : in1) = name;
+  }
+  REQUIRE((!in0.empty() && !in1.empty()));
+  std::map<std::string, std::string> id_of;
+  for (const auto& tenant : {in0, in1}) {
+    id_of[tenant] = s.value("SELECT id FROM walhook.endpoints WHERE tenant_id = $1", pg::params{tenant});
+    std::string out;
+    REQUIRE(test::run_walhook({"endpoint", "pause", id_of[tenant], "--database-url", s.url}, out) == 0);
+  }
+  s.reshard(1, 2);
+  std::vector<std::unique_ptr<test::walhook_process>> two;
+  for (int k = 0; k < 2; ++k) two.push_back(s.start(k, 2, fmt::format("shard{}", k)));
+  for (int k = 0; k < 2; ++k) REQUIRE(test::eventually([&] { return s.slot_active(fmt::format("shard_cursor_{}_of_2", k)); }, 30s));
+  // Each shard records a delivered snapshot (a cursor's first lower bound) once it streamed something.
+  for (int t = 0; t < tenants; ++t)
+    if (const auto name = fmt::format("tenant{}", t); name != in0 && name != in1) s.publish(name, "warmup");
+  REQUIRE(test::eventually([&] {
+    return s.value("SELECT count(*) FROM walhook.slot_progress WHERE delivered_snapshot IS NOT NULL AND slot_name LIKE 'shard_cursor_%_of_2'") == "2";
+  }, 30s));
+  std::vector<std::string> names;
+  for (int t = 0; t < tenants; ++t) names.push_back(fmt::format("tenant{}", t));
+  test::publisher pub({.url = s.url, .tenants = names, .types = {"order.created"}, .rate_per_second = 400, .total = 400});
+  pub.start();
+  REQUIRE(pub.join(30s));
+  // Each shard's paused endpoint follows the outbox by its own cursor; no row per event.
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoint_cursors") == "2"; }, 20s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "0");
+  std::vector<test::published_event> others;
+  for (const auto& e : pub.events())
+    if (e.tenant != in0 && e.tenant != in1) others.push_back(e);
+  REQUIRE(test::eventually([&] { return s.all_delivered(others); }, 30s));
+
+  // Reshard 2 → 1 while both are behind, with events committed while no walhook runs.
+  for (auto& w : two) CHECK(w->stop() == 0);
+  test::publisher gap({.url = s.url, .tenants = {in0, in1}, .types = {"order.created"}, .rate_per_second = 500, .total = 40});
+  gap.start();
+  REQUIRE(gap.join(30s));
+  s.reshard(2, 1);
+  auto one = s.start_walhook({"--admin-listen", "127.0.0.1:0"}, "one");
+  REQUIRE(test::eventually([&] { return s.slot_active("shard_cursor"); }, 30s));
+  REQUIRE(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.recoveries WHERE reason = 'reshard from 2 to 1' AND state = 'done'") == "1"; }, 30s));
+  for (const auto& tenant : {in0, in1}) {
+    std::string out;
+    REQUIRE(test::run_walhook({"endpoint", "resume", id_of[tenant], "--database-url", s.url}, out) == 0);
+  }
+  auto all = pub.events();
+  for (const auto& e : gap.events()) all.push_back(e);
+  CHECK(test::eventually([&] { return s.all_delivered(all); }, 60s));
+  CHECK(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.endpoint_cursors") == "0"; }, 30s));
+  MESSAGE(fmt::format("2 shards with a paused endpoint each, reshard 2 → 1: {} events, {} duplicates, {} rows written",
+                      all.size(), s.duplicates(), s.value("SELECT count(*) FROM walhook.deliveries")));
+  CHECK(one.stop() == 0);
+}

@@ -75,7 +75,8 @@ TEST_CASE("SIGTERM while another session locks walhook.deliveries: walhook still
   down.status = 503;  // every delivery is written back, and claimed for retries
   rcv->set_behaviour("/down", down);
   test::add_endpoint(db, "t", rcv->url("/down"), delivery::generate_secret());
-  auto walhook = s.start_walhook({"--shutdown-grace-ms", "1000"});
+  // Rows (--behind rows): every delivery is written to the locked table, as the test needs.
+  auto walhook = s.start_walhook({"--shutdown-grace-ms", "1000", "--behind", "rows"});
   INFO(walhook.log_tail());  // evaluated on failure only
   REQUIRE(test::eventually([&] { return walhook.count_in_log("replication.streaming") > 0; }, 20s));
   for (int i = 0; i < 20; ++i) test::query_value(db, "SELECT walhook.publish('t', 'x', '{}')");

@@ -174,7 +174,7 @@ metrics_snapshot example() {
   first.attempts[index_of(outcome_class::success)] = 6;
   first.delivered = 6;
   first.dead = 1;
-  s.endpoints = {{1, 5, 2, 30.5, first}, {2, 0, 0, std::nullopt, {}}};
+  s.endpoints = {{1, 5, 2, 30.5, first, std::nullopt, 0}, {2, 0, 0, std::nullopt, {}, std::nullopt, 0}};
   s.slot_wal_status = "unreserved";
   s.slot_retained_bytes = 1 << 20;
   s.slot_safe_wal_size = -4096;
