@@ -410,6 +410,12 @@ void http_client::shutdown() {
   boost::asio::dispatch(impl_->executor, [core = impl_] { core->shutdown(); });
 }
 
+void http_client::cancel_all() {
+  boost::asio::dispatch(impl_->executor, [core = impl_] {
+    for (auto* call : core->active) call->cancel();
+  });
+}
+
 const http_client_options& http_client::options() const { return impl_->options; }
 
 boost::system::result<std::string> read_ca_bundle(const std::string& path) {

@@ -92,6 +92,9 @@ class http_client final : public transport {
   /// any thread (dispatched to the client's executor; immediate when called on it). The
   /// destructor calls it.
   void shutdown() override;
+  /// Ends the calls in progress (transport_errc::cancelled, connections closed); later calls
+  /// work. Safe from any thread, like shutdown().
+  void cancel_all() override;
 
   const http_client_options& options() const;
 

@@ -19,6 +19,10 @@ struct event {
   std::string tenant_id;
   std::string type;       ///< outbox.event_type
   std::string created_at; ///< outbox.created_at, ISO 8601 UTC ("2026-11-30T03:23:51.123456Z")
+  /// outbox.stored_at (migration 008) as PostgreSQL prints it: walhook's own clock of the event,
+  /// which the application cannot set. An event's age (retries' give-up) counts from it, never
+  /// from created_at. Empty: unknown (an older schema): the age counts from when walhook read it.
+  std::string stored_at;
   std::optional<std::string> aggregate_id;
   std::optional<std::string> merge_key;
   std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte

@@ -81,6 +81,9 @@ class transport {
   virtual void forget(const std::string& pool_key) = 0;
   /// Ends every call in progress with transport_errc::cancelled; later calls fail the same way.
   virtual void shutdown() = 0;
+  /// Ends every call in progress with transport_errc::cancelled (their connections closed, so
+  /// the peer sees them end); later calls work. walhook abandons a lost session's attempts so.
+  virtual void cancel_all() {}
 };
 
 }  // namespace walhook::delivery

@@ -57,14 +57,23 @@ GRANT SELECT ON walhook.shard_layout TO walhook_relay;  -- how many shards (walh
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoint_cursors TO walhook_relay;  -- outbox cursors (migration 007)
 GRANT SELECT, INSERT ON walhook.dead_ranges TO walhook_relay;  -- what a cursor past the give-up age owed
 GRANT USAGE ON SEQUENCE walhook.dead_ranges_id_seq TO walhook_relay;
+-- Operator signals travel through the WAL as pg_logical_emit_message(true, 'walhook', ...), which
+-- PostgreSQL lets every role call: only walhook's roles may (walhook also acts on a "resume" only
+-- when its transaction changed the endpoint's row, which the application cannot). This revokes it
+-- from PUBLIC in this database: grant it back to any other role of yours that emits messages.
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
 -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
-GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id) ON walhook.outbox TO walhook_relay;
+GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id, by_walhook) ON walhook.outbox
+  TO walhook_relay;
 GRANT UPDATE (secret, secret_grace_until) ON walhook.endpoints TO walhook_relay;
 
 GRANT USAGE ON SCHEMA walhook TO walhook_app;
 -- Not xid: its default (the inserting transaction) is what lets walhook backfill after a slot loss.
 -- Not endpoint_id: the direct route is walhook's own (its notifications to contact endpoints).
+-- Not by_walhook: walhook.* event types and merge keys are walhook's own (migration 008).
+-- Not stored_at: walhook's clock of the event (retention and give-up count from it).
 GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at), SELECT (id)
   ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;

@@ -355,6 +355,7 @@ asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> state_stor
       c.event_type = res->value(r, 9);
       c.event_created_at = res->value(r, 10);  // PostgreSQL's text; the dispatcher renders it (or ends it dead)
       c.payload = res->value(r, 11);
+      c.event_stored_at = res->value(r, 12);
     }
     out.push_back(std::move(c));
   }
@@ -613,7 +614,8 @@ asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::loa
 }
 
 asio::awaitable<boost::system::result<text_rows>> state_store::cursor_page(const cursor_page_request& q) {
-  pg::params args{q.tenant_id, q.covered, xid_array(q.also), q.window_snapshot, std::to_string(q.after_seq), std::to_string(q.limit)};
+  pg::params args{q.tenant_id, q.covered, xid_array(q.also), q.window_snapshot, std::to_string(q.after_seq), std::to_string(q.limit),
+                  std::to_string(q.endpoint_id)};
   auto res = co_await impl_->read(statements::cursor_page, std::move(args));
   if (!res) co_return res.error();
   co_return as_text_rows(*res);

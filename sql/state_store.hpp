@@ -112,6 +112,7 @@ struct cursor_page_request {
   std::optional<std::string> window_snapshot;  ///< empty: open a window at the current snapshot
   std::int64_t after_seq = 0;
   int limit = 0;
+  std::int64_t endpoint_id = 0;  ///< events with a walhook.deliveries row of this endpoint are not owed
 };
 
 class state_store final : public store {

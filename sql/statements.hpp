@@ -43,7 +43,7 @@ extern const std::string_view slot_health;             ///< $1 slot → (wal_sta
 extern const std::string_view load_cursors;            ///< $1/$2 shard → (endpoint, covered, also, window, after)
 extern const std::string_view stale_cursors;           ///< $1 hours → endpoint ids
 extern const std::string_view give_up_cursor;          ///< $1 endpoint, $2 tenant, $3 covered, $4 also, $5 reason → (covered, events, id)
-extern const std::string_view cursor_page;             ///< $1 tenant, $2 covered, $3 also, $4 window, $5 after, $6 limit → rows
+extern const std::string_view cursor_page;             ///< $1 tenant, $2 covered, $3 also, $4 window, $5 after, $6 limit, $7 endpoint → rows
 
 // Operator reads (relay/operations/).
 extern const std::string_view endpoint_status;  ///< $1 endpoint id or NULL → endpoints with counts, worst first

@@ -33,6 +33,7 @@ struct claimed_delivery {
   std::string event_type;
   std::string event_created_at;  ///< outbox.created_at as PostgreSQL prints it (DateStyle ISO), or RFC 3339
   std::string payload;
+  std::string event_stored_at;  ///< outbox.stored_at as PostgreSQL prints it (migration 008)
 };
 
 /// How many due deliveries to claim for one endpoint, and whether it is ordered by aggregate.

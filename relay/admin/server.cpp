@@ -324,6 +324,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       res.body() = ready ? "streaming\n" : "not streaming (standby or reconnecting)\n";
       if (auto wal = eng.slot_at_risk())
         res.body() += "slot at risk: wal_status " + *wal + " (it keeps more WAL than PostgreSQL guarantees)\n";
+      if (auto holder = eng.leader_lock_foreign())
+        res.body() += "leadership lock held by a session that is not walhook's: " + *holder + "\n";
     } else {
       res.result(http::status::not_found);
       res.body() = "try /console/, /api/overview, /metrics, /healthz or /readyz\n";

@@ -57,8 +57,7 @@ int add(const add_args& a) {
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
-  if (contact && db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", pg::params{*contact}).rows() == 0)
-    throw cli_error(fmt::format("--contact-endpoint: no endpoint with id {}", a.contact_endpoint_id));
+  if (contact) operations::check_contact(db, a.contact_endpoint_id, a.tenant);
   pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
                types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
                a.ordering, text_or_null(a.description), contact};

@@ -109,11 +109,13 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
     d.record = attempted(sql::delivery_status::dead, attempts, std::nullopt, now, status, "endpoint removed: " + outcome.error);
     return d;
   }
-  // The event's age bounds its retries (max_age); a created_at far outside the clock's range is
-  // clamped, never cast with overflow.
-  std::optional<sys_time> created_at;
-  if (auto created = parse_pg_timestamptz(j.ev->created_at)) created_at = clamp_to_system_clock(*created, now);
-  auto next = delivery::next_attempt(attempts, now, created_at, outcome.retry_after, policy.retry, unit_random);
+  // The event's age bounds its retries (max_age), counted by walhook's own clock of it
+  // (outbox.stored_at), never by the application's created_at (a backfill of old business events
+  // is not old to walhook). Unknown (an older schema): no bound from age. A time far outside the
+  // clock's range is clamped, never cast with overflow.
+  std::optional<sys_time> stored_at;
+  if (auto stored = parse_pg_timestamptz(j.ev->stored_at)) stored_at = clamp_to_system_clock(*stored, now);
+  auto next = delivery::next_attempt(attempts, now, stored_at, outcome.retry_after, policy.retry, unit_random);
   auto action = delivery::record_failure(d.breaker, now, policy.breaker);
   // Retry-After speaks for the endpoint, not just this delivery: nothing is sent to it before
   // then (the pause ends like a breaker pause, with one probe round).

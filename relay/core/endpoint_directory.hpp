@@ -48,8 +48,11 @@ class endpoint_directory {
   /// The router (docs/architecture.md, Data flow): ids of the endpoints of `tenant_id` subscribed to `event_type`,
   /// in the order they were added. With `direct` (outbox.endpoint_id, migration 006): that
   /// endpoint only, if it is known, not retired and of `tenant_id`, whatever its event types.
+  /// With `xid` (the event's transaction, 32-bit; 0: unknown), not the endpoints created after
+  /// that transaction committed (endpoint::exists_for): an event replayed late — catch-up, a
+  /// backfill, `walhook recover`, a cursor — goes where it would have gone at its commit.
   std::vector<std::int64_t> route(std::string_view tenant_id, std::string_view event_type,
-                                  std::optional<std::int64_t> direct = std::nullopt) const;
+                                  std::optional<std::int64_t> direct = std::nullopt, std::uint32_t xid = 0) const;
 
   /// The breaker state of an endpoint (closed if none was recorded).
   delivery::breaker_state health(std::int64_t id) const;

@@ -109,6 +109,10 @@ void delivery_families(exposition& x, const metrics_snapshot& s) {
           "process metrics, but not the series read from the database (oldest pending age, the slot's WAL): scrape "
           "both instances.",
           s.streaming ? 1.0 : 0.0);
+  x.gauge("walhook_leader_lock_foreign",
+          "1 while the slot's leadership lock is held by a session that is not a walhook instance (another role or "
+          "application name): nothing is delivered until it ends. See /readyz and the log event leader.lock_foreign.",
+          s.leader_lock_foreign ? 1.0 : 0.0);
 }
 
 /// The slot: acknowledged position, lag, incidents and backfills, WAL retention.

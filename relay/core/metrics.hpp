@@ -64,6 +64,7 @@ struct metrics_snapshot {
   std::uint64_t writes_refused = 0;  ///< delivery writes PostgreSQL refused for their data (written dead instead)
   std::size_t event_bytes = 0;       ///< bytes of events in memory (the --max-queue-bytes budget)
   bool streaming = false;
+  bool leader_lock_foreign = false;  ///< a standby found the leadership lock held by a non-walhook session
   lsn confirmed;                     ///< flush LSN acknowledged to the slot
   lsn received;                      ///< highest WAL position received
   double lag_seconds = 0;            ///< how long the oldest unacknowledged transaction has waited

@@ -181,8 +181,11 @@ std::vector<sql::publish_event> rows_of(const notice& n, std::string_view operat
     out.back().tenant_id = std::string(operator_tenant);
   }
   // The contact endpoint, directly — unless that is the endpoint itself (no loop), or it would
-  // get the operator's row anyway.
-  const bool has_contact = contact && n.contact_endpoint_id && contact->id == *n.contact_endpoint_id;
+  // get the operator's row anyway. Only one of the endpoint's own tenant: the notice carries the
+  // endpoint's URL and errors (migration 008 refuses another tenant's contact; this holds for rows
+  // written before it).
+  const bool has_contact = contact && n.contact_endpoint_id && contact->id == *n.contact_endpoint_id &&
+                           contact->tenant_id == n.tenant_id;
   if (has_contact && contact->id != n.endpoint_id && !contact->retired &&
       !(contact->tenant_id == operator_tenant && contact->subscribed(n.type))) {
     row.tenant_id = contact->tenant_id;

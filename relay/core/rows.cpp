@@ -3,6 +3,7 @@
 #include "common/time.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 namespace walhook::relay {
@@ -29,6 +30,14 @@ std::optional<std::string> row_view::text(std::string_view column) const {
   std::string_view v;
   if (get(column, v) != state::value) return std::nullopt;
   return std::string(v);
+}
+
+bool reserved_name(std::string_view name) {
+  constexpr std::string_view prefix = "walhook.";
+  if (name.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(name[i])) != prefix[i]) return false;
+  return true;
 }
 
 boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why) {
@@ -60,6 +69,13 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
     }
     ev.endpoint_id = id;
   }
+  ev.stored_at = row.text("stored_at").value_or("");
+  // walhook.* types and merge keys are walhook's own (migration 008): a row walhook did not write
+  // is a forgery (written before the constraint, or by a role that bypasses it).
+  const auto written = row.text("by_walhook");  // 't' in the stream, 'true' from a ::text cast
+  const bool by_walhook = written && (*written == "t" || *written == "true");
+  if (!by_walhook && (reserved_name(ev.type) || (ev.merge_key && reserved_name(*ev.merge_key))))
+    why = "event type and merge key walhook.* are reserved for walhook's own notifications";
   if (created) {
     auto iso = pg_timestamptz_to_iso8601(*created, &why);
     if (!iso) {
@@ -72,6 +88,10 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   }
   ev.body = delivery::make_body(ev);
   return ev;
+}
+
+bool endpoint::exists_for(std::uint32_t xid) const {
+  return xid == 0 || !created_snapshot || !created_snapshot->visible(created_snapshot->widen(xid));
 }
 
 std::string_view to_string(endpoint_status s) {
@@ -157,6 +177,9 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
     else e.status = endpoint_status::active;
   });
   take("ordering", [&](auto s) { e.aggregate_ordering = s && *s == "aggregate"; });
+  take("created_snapshot", [&](auto s) {
+    e.created_snapshot = s ? pg_snapshot::parse(*s) : std::nullopt;
+  });
   take("contact_endpoint_id", [&](auto s) {
     std::int64_t id = 0;
     if (s && std::from_chars(s->data(), s->data() + s->size(), id).ec == std::errc{}) e.contact_endpoint_id = id;

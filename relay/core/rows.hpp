@@ -5,6 +5,7 @@
 #include "delivery/http_client.hpp"
 #include "delivery/job.hpp"
 #include "delivery/signing.hpp"
+#include "relay/core/snapshot.hpp"
 #include "wal/pgoutput.hpp"
 
 #include <boost/system/result.hpp>
@@ -45,8 +46,13 @@ wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>
 /// schema before migration 006 — is NULL. A created_at
 /// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back
 /// with created_at as PostgreSQL printed it, no body, and the reason in `why` — the caller
-/// records its deliveries dead.
+/// records its deliveries dead. So does a row with a reserved event type or merge key
+/// (reserved_name) that walhook did not write (by_walhook): a forgery of its notifications.
 boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why);
+
+/// True if `name` starts with "walhook." (case-insensitive): event types and merge keys of
+/// walhook's own notifications (migration 008 refuses them in rows walhook did not write).
+bool reserved_name(std::string_view name);
 
 enum class endpoint_status { active, paused, disabled };
 std::string_view to_string(endpoint_status s);
@@ -67,12 +73,19 @@ struct endpoint {
   /// walhook.endpoints.contact_endpoint_id (migration 006): the endpoint walhook's notifications
   /// about this one go to (relay/core/notifications.hpp); empty: none.
   std::optional<std::int64_t> contact_endpoint_id;
+  /// walhook.endpoints.created_snapshot (migration 008): the snapshot of the transaction that
+  /// created it. An event whose transaction is visible in it had committed before the endpoint
+  /// existed and is not routed to it (exists_for). Empty: created before migration 008.
+  std::optional<pg_snapshot> created_snapshot;
   std::string config_error;  ///< non-empty: URL or secret unusable
   /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
   /// work routed before the removal gets one attempt each — a failure ends dead, never retried.
   bool retired = false;
 
   bool subscribed(std::string_view event_type) const;
+  /// False if the transaction `xid` (32-bit, of a pgoutput Begin; 0: unknown) had committed
+  /// before this endpoint was created.
+  bool exists_for(std::uint32_t xid) const;
 };
 
 /// Builds an endpoint from an Insert/Update of walhook.endpoints. A column pgoutput sends as

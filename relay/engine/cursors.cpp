@@ -275,7 +275,8 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
     // No commit LSN: a state read back wins over an older one pending in the table (merge).
     auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
     if (!ev || !ep) continue;
-    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id);
+    const auto xid8 = row[3] ? std::stoull(*row[3]) : 0;
+    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8));
     if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;
     ev->seq = w.last_seq;
     delivery::job j;
@@ -320,7 +321,7 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
   const endpoint* ep = directory_.find(endpoint_id);
   auto& s = states_.at(endpoint_id);
   const std::int64_t after = s.open.empty() ? s.window_after : s.open.back().last_seq;
-  sql::cursor_page_request q{ep->tenant_id, s.covered_text, s.also, std::nullopt, after, static_cast<int>(limit)};
+  sql::cursor_page_request q{ep->tenant_id, s.covered_text, s.also, std::nullopt, after, static_cast<int>(limit), endpoint_id};
   if (s.window_snapshot) q.window_snapshot = s.window_text;
   // After a window smaller than a page, the next one may be the last: the stream waits while it
   // is read, so no delivery of the endpoint is streamed between its snapshot and the rejoin.

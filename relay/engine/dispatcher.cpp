@@ -283,6 +283,14 @@ void dispatcher::start_session(const std::vector<std::int64_t>& with_rows) {
 
 void dispatcher::end_session() {
   active_ = false;
+  // One active relay per slot (docs/engine.md): a lost session's attempts are abandoned at once —
+  // their connections closed, their outcomes never written — before the lock is released, so the
+  // instance that takes over never finds them still running against its own.
+  ++session_;
+  if (!running_.empty()) {
+    log::warn("session.attempts_abandoned", {{"in_flight", static_cast<std::uint64_t>(running_.size())}});
+    transport_.cancel_all();
+  }
   removals_.clear();  // not acknowledged: the next session streams them again
   auto now = clock_.system_now();
   for (auto& j : sched_.drain_all())

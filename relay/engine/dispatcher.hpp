@@ -145,7 +145,8 @@ class dispatcher {
   /// Session end (the stream broke, or leadership is gone): nothing new is claimed, marked or
   /// started; claimed deliveries waiting in memory go back to pending, stream deliveries are
   /// dropped (their transactions were not acknowledged: the next session streams them again).
-  /// Attempts in flight finish within their deadline and their outcomes are written.
+  /// Attempts in flight are abandoned: their connections closed at once, their outcomes never
+  /// written, their breaker effects dropped (issue 19: another instance may take over now).
   void end_session();
   /// Between start_session() and end_session().
   bool active() const { return active_; }
@@ -251,6 +252,7 @@ class dispatcher {
   wake_signal claims_wake_;
   std::mt19937_64 rng_;
   std::uint64_t next_attempt_id_ = 1;
+  std::uint64_t session_ = 0;  ///< counts end_session(): an attempt of an earlier one is abandoned
   std::unordered_map<std::uint64_t, std::shared_ptr<running>> running_;
   std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
   /// Wakes to repeat (endpoint → when, and how many are left): a wake read from the stream can

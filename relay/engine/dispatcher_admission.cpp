@@ -94,6 +94,7 @@ void dispatcher::admit_claimed(sql::claimed_delivery c) {
     ev.tenant_id = std::move(c.tenant_id);
     ev.type = std::move(c.event_type);
     ev.payload = std::move(c.payload);
+    ev.stored_at = std::move(c.event_stored_at);
     std::string why;
     auto created_at = pg_timestamptz_to_iso8601(c.event_created_at, &why);
     ev.created_at = created_at.value_or(c.event_created_at);

@@ -26,6 +26,7 @@ void dispatcher::dispatch() {
     r->started = clock_.steady_now();
     r->started_at = clock_.system_now();
     r->id = next_attempt_id_++;
+    r->session = session_;
     running_.emplace(r->id, r);
     last_started_[r->j.endpoint_id] = r->started;
     attempts_.spawn(attempt(std::move(r)), "attempt");
@@ -86,6 +87,15 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   r->j.ticket = 0;
   j.marked = r->marked;
   sched_.finished(j);
+  if (r->session != session_) {
+    // Abandoned: its session ended (end_session), and another instance — or this one's next
+    // session — may own the delivery by now. Nothing is written and the breaker is not touched;
+    // the event is streamed again, or its row reset to pending.
+    if (j.row_id) disown(key_of(j));
+    release(j);
+    finished(id, clock_.steady_now(), std::nullopt);
+    co_return;
+  }
   auto now_sys = clock_.system_now();
   ep = directory_.find(id);  // it may have changed or gone while the attempt ran
   const bool delivered_to_removed = !ep && took && !j.row_id && !j.marked &&

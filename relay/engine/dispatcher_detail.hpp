@@ -19,6 +19,7 @@ struct dispatcher::running {
   steady_time started{};
   sys_time started_at{};
   bool marked = false;
+  std::uint64_t session = 0;  ///< the dispatcher's session it started in (end_session abandons it)
 };
 
 namespace dispatcher_detail {

@@ -505,6 +505,8 @@ void engine::request_stop() {
 
 bool engine::streaming() const { return impl_->session_active; }
 
+std::optional<std::string> engine::leader_lock_foreign() const { return impl_->lead.foreign_holder(); }
+
 std::optional<std::string> engine::slot_at_risk() const {
   const auto& slot = impl_->last_slot_health;
   if (!slot || !slot->at_risk()) return std::nullopt;
@@ -550,6 +552,7 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.writes_refused = s.store.writes_refused();
   m.event_bytes = s.deliveries.event_bytes();
   m.streaming = s.session_active;
+  m.leader_lock_foreign = s.lead.foreign_holder().has_value();
   m.confirmed = s.stream.confirmed();
   m.received = s.stream.received();
   m.lag_seconds = s.handler.lag_seconds();

@@ -67,6 +67,9 @@ class engine {
   boost::asio::awaitable<std::string> metrics_text();
   /// True while this instance streams the slot.
   bool streaming() const;
+  /// While a standby waits: who holds the slot's leadership lock, if that is not a walhook
+  /// instance (relay/engine/leadership.hpp); std::nullopt otherwise.
+  std::optional<std::string> leader_lock_foreign() const;
   /// The slot's wal_status (pg_replication_slots) as last read, if it is at risk (extended or
   /// unreserved); std::nullopt otherwise.
   std::optional<std::string> slot_at_risk() const;

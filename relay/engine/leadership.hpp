@@ -15,6 +15,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <optional>
 #include <string>
 
 namespace walhook::relay {
@@ -46,11 +47,19 @@ class leadership {
   void release();
   /// The lock session's last error (for logs).
   const std::string& last_error() const { return conn_.last_error(); }
+  /// While waiting: the holder of the lock, if it is not a walhook instance (another role, or
+  /// another application_name than walhook's lock sessions use), described for /readyz.
+  const std::optional<std::string>& foreign_holder() const { return foreign_; }
 
  private:
+  boost::asio::awaitable<boost::system::error_code> check_holder();
+
   leadership_options options_;
   pg::connection conn_;
   bool cancelled_ = false;
+  std::optional<std::string> foreign_;
+  std::string last_holder_pid_;  ///< the holder last logged ("none": free): a log line per change
 };
+
 
 }  // namespace walhook::relay

@@ -3,6 +3,8 @@
 #include "common/log.hpp"
 #include "wal/errc.hpp"
 
+#include <algorithm>
+
 namespace walhook::relay {
 namespace pgo = wal::pgoutput;
 
@@ -60,7 +62,7 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
   ev->xid = xid;
   if (xid != 0 && ticket == current_ticket_) current_tenant_ = !current_tenant_ || *current_tenant_ == ev->tenant_id ? ev->tenant_id : std::string();
   auto shared = deliveries_.track(std::move(*ev));
-  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id);
+  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id, xid);
   for (std::int64_t id : routes) {
     delivery::job j;
     j.ev = shared;
@@ -82,6 +84,7 @@ void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row
     if (!why.empty()) log::error("endpoint.incomplete_row", {{"endpoint_id", id.value_or(0)}, {"error", why}});
     return;
   }
+  if (current_ticket_ != 0) changed_endpoints_.push_back(e->id);
   if (!e->config_error.empty()) log::warn("endpoint.invalid", {{"endpoint_id", e->id}, {"error", e->config_error}});
   bool news = !previous || previous->status != e->status || previous->url != e->url;
   log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
@@ -99,12 +102,14 @@ boost::system::error_code stream_handler::on_message(const pgo::begin& b) {
   current_final_lsn_ = b.final_lsn;
   current_xid_ = b.xid;
   current_tenant_.reset();
+  changed_endpoints_.clear();
   return {};
 }
 
 boost::system::error_code stream_handler::on_message(const pgo::commit& c) {
   tracker_.commit(current_ticket_, c.end_lsn);
   current_ticket_ = 0;
+  changed_endpoints_.clear();  // a message outside a transaction proves nothing
   if (streamed_) streamed_(current_xid_, current_tenant_ ? &*current_tenant_ : nullptr, c.end_lsn);
   current_tenant_.reset();
   return {};
@@ -156,14 +161,27 @@ boost::system::error_code stream_handler::on_message(const pgo::truncate& m) {
 /// Operator signals travel through the WAL, in order with the data: `walhook replay` and
 /// `walhook endpoint enable|resume` emit pg_logical_emit_message(true, 'walhook', …):
 /// "wake:<id>" (pending deliveries are due) or "resume:<id>" (its breaker closes too).
+/// Any role may call pg_logical_emit_message (unless sql/roles.sql revoked it): a "resume" closes
+/// the breaker only if its transaction also changed that endpoint's row in walhook.endpoints, as
+/// `walhook endpoint resume|enable` does and the application's role cannot. A wake is harmless
+/// (walhook looks for due rows) and needs no proof.
 boost::system::error_code stream_handler::on_message(const pgo::logical_message& m) {
   if (m.prefix != "walhook") return {};
   bool resume = m.content.starts_with("resume:");
   if (!resume && !m.content.starts_with("wake:")) return {};
+  std::int64_t id = 0;
   try {
-    deliveries_.wake(std::stoll(m.content.substr(m.content.find(':') + 1)), resume);
+    id = std::stoll(m.content.substr(m.content.find(':') + 1));
   } catch (const std::exception&) {
+    return {};
   }
+  if (resume && std::find(changed_endpoints_.begin(), changed_endpoints_.end(), id) == changed_endpoints_.end()) {
+    log::warn("control.unconfirmed", {{"endpoint_id", id},
+                                      {"message", "resume"},
+                                      {"reason", "its transaction did not change the endpoint's row: the breaker stays as it is"}});
+    resume = false;
+  }
+  deliveries_.wake(id, resume);
   return {};
 }
 

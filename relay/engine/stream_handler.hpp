@@ -81,6 +81,9 @@ class stream_handler {
   lsn current_final_lsn_;
   std::uint32_t current_xid_ = 0;
   std::optional<std::string> current_tenant_;  ///< of the open transaction's outbox rows ("" if several)
+  /// walhook.endpoints rows the open transaction inserted or updated: an operator's "resume:<id>"
+  /// counts only together with its own change of that row (which the application cannot write).
+  std::vector<std::int64_t> changed_endpoints_;
   std::function<void(std::uint32_t, const std::string*, lsn)> streamed_;
   std::uint64_t events_ = 0;
   std::uint64_t malformed_rows_ = 0;

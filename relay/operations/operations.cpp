@@ -107,6 +107,15 @@ void check_url(const std::string& url) {
   throw invalid_input("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(url));
 }
 
+void check_contact(blocking_db& db, std::int64_t contact_id, const std::string& tenant_id) {
+  auto r = db.exec("SELECT tenant_id FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(contact_id)});
+  if (r.rows() == 0) throw invalid_input(fmt::format("--contact-endpoint: no endpoint with id {}", contact_id));
+  if (r.value(0, 0) != tenant_id)
+    throw invalid_input(fmt::format("--contact-endpoint: endpoint {} is another tenant's; a contact endpoint must be one of "
+                                    "tenant {}'s (walhook's notifications carry the endpoint's URL and errors)",
+                                    contact_id, tenant_id));
+}
+
 std::vector<std::string> clean_event_types(const std::vector<std::string>& types) {
   std::vector<std::string> out;
   for (auto t : types) {
@@ -238,10 +247,8 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
   if (changed.empty())
     throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description or --contact-endpoint");
   transaction tx(db);
-  lock_endpoint(db, endpoint_id);
-  if (u.contact_endpoint_id && *u.contact_endpoint_id &&
-      db.exec("SELECT 1 FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(**u.contact_endpoint_id)}).rows() == 0)
-    throw invalid_input(fmt::format("--contact-endpoint: no endpoint with id {}", **u.contact_endpoint_id));
+  const auto row = lock_endpoint(db, endpoint_id);
+  if (u.contact_endpoint_id && *u.contact_endpoint_id) check_contact(db, **u.contact_endpoint_id, row.tenant_id);
   // A flag per nullable column: "not given" and "set to NULL" differ.
   pg::params p{std::to_string(endpoint_id),
                u.url,

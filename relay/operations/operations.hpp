@@ -100,6 +100,10 @@ std::string secret_fingerprints(const std::string& secrets);
 void check_url(const std::string& url);
 /// Event types with blanks trimmed. Throws invalid_input on an empty one.
 std::vector<std::string> clean_event_types(const std::vector<std::string>& types);
+/// Checks that endpoint `contact_id` can receive the notifications about an endpoint of
+/// `tenant_id`: it exists and is of the same tenant (migration 008's foreign key says the same;
+/// this says it readably). Throws invalid_input naming --contact-endpoint.
+void check_contact(blocking_db& db, std::int64_t contact_id, const std::string& tenant_id);
 /// A PostgreSQL text[] literal of the items ('{"a","b"}').
 std::string pg_array_literal(const std::vector<std::string>& items);
 

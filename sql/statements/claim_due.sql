@@ -28,7 +28,7 @@ WITH quota AS (
 )
 SELECT c.id, c.endpoint_id, c.attempts, c.event_id, c.merge_key, c.aggregate_id,
        coalesce(c.commit_lsn, '0/0'::pg_lsn)::text, o.id IS NULL, o.tenant_id, o.event_type,
-       o.created_at, o.payload::text
+       o.created_at, o.payload::text, o.stored_at
   FROM claimed c
   LEFT JOIN LATERAL (SELECT * FROM walhook.outbox x WHERE x.id = c.event_id) o ON true
  ORDER BY c.endpoint_id, c.next_attempt_at, c.commit_lsn

@@ -1,20 +1,25 @@
--- Retention: one batch ($2 rows at most) of outbox rows older than $1 hours, and of delivered
--- or dead deliveries whose event is older than that, and old copies of removed endpoints.
--- Returns the largest of the counts.
+-- Retention: one batch ($2 rows at most) of outbox rows older than $1 hours, of delivered or dead
+-- deliveries that ended more than $1 hours ago, and of old copies of removed endpoints. Returns
+-- the largest of the counts.
 -- Small batches keep locks and WAL bursts short; the outbox DELETEs are not published.
--- An outbox row an endpoint's cursor may still owe (its tenant's, its transaction at or above the
--- cursor's covered xmin) is kept: retention never erases what is still owed (migration 007).
+-- Ages are walhook's own (migration 008): an outbox row's stored_at, never the application's
+-- created_at; a dead letter's from when it ended (updated_at), not from its event.
+-- Retention never erases what is still owed: an outbox row an endpoint's cursor may owe (its
+-- tenant's, its transaction at or above the cursor's covered xmin, migration 007) is kept, and so
+-- is one a pending, sending or dead delivery names (its retry or its replay needs the payload).
 WITH old_events AS (
   DELETE FROM walhook.outbox WHERE seq IN (
-    SELECT o.seq FROM walhook.outbox o WHERE o.created_at < now() - make_interval(hours => $1::int)
+    SELECT o.seq FROM walhook.outbox o WHERE o.stored_at < now() - make_interval(hours => $1::int)
        AND NOT EXISTS (SELECT 1 FROM walhook.endpoint_cursors c
                         WHERE c.tenant_id = o.tenant_id AND o.xid >= pg_snapshot_xmin(c.covered))
-     ORDER BY o.created_at LIMIT $2::int)
+       AND NOT EXISTS (SELECT 1 FROM walhook.deliveries d
+                        WHERE d.event_id = o.id AND d.status IN ('pending', 'sending', 'dead'))
+     ORDER BY o.stored_at LIMIT $2::int)
   RETURNING 1
 ), old_deliveries AS (
   DELETE FROM walhook.deliveries WHERE id IN (
     SELECT id FROM walhook.deliveries
-     WHERE status IN ('delivered', 'dead') AND event_created_at < now() - make_interval(hours => $1::int)
+     WHERE status IN ('delivered', 'dead') AND updated_at < now() - make_interval(hours => $1::int)
      LIMIT $2::int)
   RETURNING 1
 ), old_removals AS (

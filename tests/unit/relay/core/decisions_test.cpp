@@ -244,11 +244,18 @@ TEST_CASE("decide: giving up after max_age names the reason") {
   policy.retry.max_age = 1h;
   auto ep = active_endpoint();
   auto old = make_job();
-  std::const_pointer_cast<delivery::event>(old.ev)->created_at = "2027-01-15 06:00:00+00";
+  std::const_pointer_cast<delivery::event>(old.ev)->stored_at = "2027-01-15 06:00:00+00";
   auto d = decide(old, ep, {}, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5, policy);
   CHECK(d.result == verdict::dead);
   REQUIRE(d.record.last_error.has_value());
   CHECK(d.record.last_error->ends_with(": HTTP 500"));
+  // The age is walhook's own (outbox.stored_at): an event the application dated years ago but
+  // walhook stored just now is retried.
+  auto backfilled = make_job();
+  std::const_pointer_cast<delivery::event>(backfilled.ev)->created_at = "2001-02-03 04:05:06+00";
+  std::const_pointer_cast<delivery::event>(backfilled.ev)->stored_at = "2027-01-15 07:30:00+00";  // 30 min ago
+  CHECK(decide(backfilled, ep, {}, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5, policy).result ==
+        verdict::retry);
 }
 
 TEST_CASE("spill_record: pending, due now unless told otherwise, attempts unchanged") {

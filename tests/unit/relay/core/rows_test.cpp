@@ -547,3 +547,52 @@ TEST_CASE("endpoint_from_row: contact_endpoint_id") {
   REQUIRE(e.has_value());
   CHECK_FALSE(e->contact_endpoint_id);
 }
+
+TEST_CASE("event_from_row: walhook.* types and merge keys count only on rows walhook wrote (by_walhook)") {
+  const auto rel = make_relation("outbox", {"id", "tenant_id", "event_type", "payload", "merge_key", "by_walhook", "stored_at"});
+  auto row = [&](std::string type, pgo::tuple_value merge_key, pgo::tuple_value by_walhook) {
+    return pgo::tuple{text(event_id), text("t"), text(std::move(type)), text("{}"), std::move(merge_key),
+                      std::move(by_walhook), text("2026-12-02 10:00:00+00")};
+  };
+  struct row_case {
+    const char* name;
+    pgo::tuple tuple;
+    bool refused;
+  };
+  const row_case cases[] = {
+      {"walhook's own notification", row("walhook.endpoint.failing", text("walhook.endpoint:1"), text("t")), false},
+      {"read back with ::text", row("walhook.endpoint.failing", null(), text("true")), false},
+      {"a forged type", row("walhook.endpoint.disabled", null(), text("f")), true},
+      {"a forged type, other case", row("WalHook.Endpoint.Disabled", null(), text("f")), true},
+      {"a forged merge key", row("order.paid", text("walhook.endpoint:1"), text("f")), true},
+      {"a row of before migration 8 (NULL)", row("walhook.x", null(), null()), true},
+      {"an ordinary event", row("order.paid", text("order:1"), text("f")), false},
+      {"walhook in the middle", row("order.walhook.paid", text("x.walhook.y"), text("f")), false},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    std::string why;
+    auto ev = event_from_row(row_view(rel, c.tuple), walhook::lsn{}, why);
+    REQUIRE(ev.has_value());  // never dropped: a refused row's deliveries end dead with the reason
+    CHECK((why.find("reserved") != std::string::npos) == c.refused);
+    CHECK(ev->stored_at == "2026-12-02 10:00:00+00");
+  }
+}
+
+TEST_CASE("endpoint::exists_for: an event committed before the endpoint's creating transaction is not its") {
+  auto columns = std::vector<std::string>{"id", "tenant_id", "url", "secret", "created_snapshot"};
+  const auto rel = make_relation("endpoints", columns);
+  pgo::tuple with{text("7"), text("t"), text("https://h.example/"), text(std::string(secret_a)), text("1000:1005:1002")};
+  auto e = endpoint_from_row(row_view(rel, with), nullptr);
+  REQUIRE(e.has_value());
+  REQUIRE(e->created_snapshot.has_value());
+  CHECK_FALSE(e->exists_for(999));   // committed before: visible in the snapshot
+  CHECK_FALSE(e->exists_for(1001));  // below xmax, not in progress: committed before
+  CHECK(e->exists_for(1002));        // in progress when it was created: may commit after
+  CHECK(e->exists_for(1005));        // started after
+  CHECK(e->exists_for(0));           // unknown: routed
+  pgo::tuple older{text("7"), text("t"), text("https://h.example/"), text(std::string(secret_a)), null()};
+  e = endpoint_from_row(row_view(rel, older), nullptr);
+  REQUIRE(e.has_value());
+  CHECK(e->exists_for(999));  // created before migration 8: every event of its subscription
+}
