@@ -61,9 +61,18 @@ GRANT USAGE ON SEQUENCE walhook.dead_ranges_id_seq TO walhook_relay;
 -- PostgreSQL lets every role call: only walhook's roles may (walhook also acts on a "resume" only
 -- when its transaction changed the endpoint's row, which the application cannot). This revokes it
 -- from PUBLIC in this database: grant it back to any other role of yours that emits messages.
-REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_relay;
+-- Every signature (PostgreSQL 17 added a `flush` argument).
+DO $emit$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p WHERE p.proname = 'pg_logical_emit_message'
+             AND p.pronamespace = 'pg_catalog'::regnamespace LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO walhook_relay, walhook_admin', f);
+  END LOOP;
+END
+$emit$;
 -- Notifications are outbox rows walhook writes itself; expired rotation secrets are dropped (migration 006).
 GRANT INSERT (tenant_id, event_type, aggregate_id, merge_key, payload, endpoint_id, by_walhook) ON walhook.outbox
   TO walhook_relay;
@@ -85,4 +94,3 @@ GRANT SELECT ON walhook.outbox TO walhook_admin;
 GRANT SELECT, INSERT ON walhook.recoveries TO walhook_admin;  -- walhook recover
 GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin;  -- status and console
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
-GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO walhook_admin;

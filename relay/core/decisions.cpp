@@ -109,10 +109,8 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
     d.record = attempted(sql::delivery_status::dead, attempts, std::nullopt, now, status, "endpoint removed: " + outcome.error);
     return d;
   }
-  // The event's age bounds its retries (max_age), counted by walhook's own clock of it
-  // (outbox.stored_at), never by the application's created_at (a backfill of old business events
-  // is not old to walhook). Unknown (an older schema): no bound from age. A time far outside the
-  // clock's range is clamped, never cast with overflow.
+  // The event's age bounds its retries (max_age), by walhook's clock (outbox.stored_at), never the
+  // application's created_at; unknown: no bound. Clamped, never cast with overflow.
   std::optional<sys_time> stored_at;
   if (auto stored = parse_pg_timestamptz(j.ev->stored_at)) stored_at = clamp_to_system_clock(*stored, now);
   auto next = delivery::next_attempt(attempts, now, stored_at, outcome.retry_after, policy.retry, unit_random);

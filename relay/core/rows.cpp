@@ -41,6 +41,7 @@ bool reserved_name(std::string_view name) {
 }
 
 boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why) {
+  why.clear();
   delivery::event ev;
   auto id = row.text("id");
   auto tenant = row.text("tenant_id");

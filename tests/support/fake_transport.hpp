@@ -34,6 +34,8 @@ class fake_transport final : public delivery::transport {
       const std::string& pool_key, const delivery::http_target& target, const delivery::http_request& request) override;
   void forget(const std::string& pool_key) override { forgotten.push_back(pool_key); }
   void shutdown() override;
+  /// Counts the calls (cancelled_all); the test answers or fails the calls itself.
+  void cancel_all() override { ++cancelled_all; }
 
   /// Calls in the order they arrived.
   std::size_t calls() const;
@@ -49,6 +51,7 @@ class fake_transport final : public delivery::transport {
 
   std::vector<std::string> forgotten;  ///< pool keys passed to forget()
   bool shut_down = false;
+  int cancelled_all = 0;  ///< cancel_all() calls
 
  private:
   struct pending;

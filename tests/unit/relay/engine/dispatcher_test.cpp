@@ -484,7 +484,7 @@ TEST_CASE("dispatcher: shutdown — queued work is written, attempts still runni
   CHECK(f.tracker.held() == 0);
 }
 
-TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claimed, marked or started") {
+TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claimed, marked or started; attempts in flight are abandoned") {
   dispatcher_fixture f;
   f.add_endpoint(1, 1);
   f.transaction({1});
@@ -492,6 +492,7 @@ TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claim
   f.run();
   REQUIRE(f.transport.calls() == 1);
   f.d->end_session();
+  CHECK(f.transport.cancelled_all == 1);    // the attempt in flight is cancelled at once
   CHECK(f.d->scheduler().queued(1) == 0);  // the queued stream delivery is dropped (streamed again)
   f.clock.advance(1s);
   f.d->sweep();
@@ -500,10 +501,13 @@ TEST_CASE("dispatcher: after its session ends (leadership lost) nothing is claim
   f.d->wake(1, false);
   f.claim_round();
   CHECK(f.store.claim_calls.empty());
-  f.transport.answer(0, 200);  // the attempt in flight finishes…
+  f.transport.fail(0, delivery::transport_errc::cancelled);  // the abandoned attempt ends…
   f.run();
-  CHECK(f.transport.calls() == 1);  // …and nothing new starts
-  CHECK(f.d->stats().delivered == 1);
+  CHECK(f.transport.calls() == 1);  // …nothing new starts, nothing is written, no breaker state
+  CHECK(f.d->stats().delivered == 0);
+  CHECK(f.store.queued.empty());
+  CHECK(f.directory.health(1).consecutive_failures == 0);
+  CHECK(f.d->attempts_running() == 0);
   // The next session picks up again.
   f.d->start_session({1});
   f.claim_round();
