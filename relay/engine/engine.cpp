@@ -324,7 +324,9 @@ struct engine::impl {
             break;
           }
           total += *n;
-          if (*n < options.retention_batch) break;
+          // Until a round deletes nothing: a dead letter deleted in one round frees its outbox row
+          // for the next.
+          if (*n == 0) break;
           tick.expires_after(50ms);  // let other work in between batches
           co_await tick.async_wait(tuple_awaitable);
           if (cancelled(co_await asio::this_coro::cancellation_state)) break;
