@@ -37,6 +37,7 @@ endpoint_status status_of_row(const pg::query_result& r, int i) {
   s.following_outbox_since = timestamp_of(r, i, 21);
   s.events_drained = r.integer(i, 22);
   s.owed = r.integer(i, 23);
+  s.since_us = r.integer(i, 24);
   return s;
 }
 
@@ -47,8 +48,21 @@ std::optional<std::string> timestamp_of(const pg::query_result& r, int row, int 
   return pg_timestamptz_to_iso8601(r.value(row, col)).value_or(std::string(r.value(row, col)));
 }
 
-std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only) {
-  pg::params p{only ? std::optional<std::string>(std::to_string(*only)) : std::nullopt};
+endpoint_page_key page_key_of(const endpoint_status& s) {
+  return {.since_us = s.since_us, .failures = s.consecutive_failures, .dead = s.dead, .id = s.id};
+}
+
+std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only,
+                                               const std::optional<endpoint_page>& page) {
+  using text = std::optional<std::string>;
+  const auto number = [](std::int64_t v) { return text(std::to_string(v)); };
+  const auto after = page ? page->after : std::nullopt;
+  pg::params p{only ? number(*only) : std::nullopt,
+               after ? number(after->since_us) : std::nullopt,
+               after ? number(after->failures) : std::nullopt,
+               after ? number(after->dead) : std::nullopt,
+               after ? number(after->id) : std::nullopt,
+               page ? number(page->limit) : std::nullopt};
   auto r = db.exec(std::string(sql::statements::endpoint_status), p);
   std::vector<endpoint_status> out;
   out.reserve(static_cast<std::size_t>(r.rows()));

@@ -1,0 +1,66 @@
+#include "relay/admin/metrics_cache.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <optional>
+
+namespace walhook::relay {
+namespace asio = boost::asio;
+
+struct metrics_cache::state {
+  state(asio::any_io_executor ex, compute_fn c, std::chrono::steady_clock::duration f)
+      : compute(std::move(c)), fresh_for(f), first_text(ex, asio::steady_timer::time_point::max()) {}
+  compute_fn compute;
+  std::chrono::steady_clock::duration fresh_for;
+  std::optional<std::string> text;
+  std::chrono::steady_clock::time_point computed_at{};
+  bool computing = false;
+  std::uint64_t computations = 0;
+  /// Never expires: scrapes waiting for the first text wait on it; each computation's end
+  /// cancels it, which wakes them all.
+  asio::steady_timer first_text;
+};
+
+metrics_cache::metrics_cache(asio::any_io_executor ex, compute_fn compute, std::chrono::steady_clock::duration fresh_for)
+    : state_(std::make_shared<state>(ex, std::move(compute), fresh_for)), tasks_(ex) {}
+
+metrics_cache::~metrics_cache() { stop(); }
+
+void metrics_cache::stop() { tasks_.emit(asio::cancellation_type::terminal); }
+
+std::uint64_t metrics_cache::computations() const { return state_->computations; }
+
+asio::awaitable<std::string> metrics_cache::text() {
+  auto s = state_;
+  for (;;) {
+    const bool stale = !s->text || std::chrono::steady_clock::now() - s->computed_at >= s->fresh_for;
+    if (stale && !s->computing) {
+      s->computing = true;
+      ++s->computations;
+      tasks_.spawn(compute_into(s), "metrics refresh");
+    }
+    if (s->text) co_return *s->text;
+    // No text yet: wait for the first computation's end (it cancels the wait).
+    co_await s->first_text.async_wait(asio::as_tuple(asio::use_awaitable));
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return std::string{};
+  }
+}
+
+asio::awaitable<void> metrics_cache::compute_into(std::shared_ptr<state> s) {
+  // However it ends (cancelled when the listener stops), the next stale scrape may start another.
+  struct done_guard {
+    state& s;
+    ~done_guard() {
+      s.computing = false;
+      s.first_text.cancel();
+    }
+  } done{*s};
+  std::string fresh = co_await s->compute();
+  s->text = std::move(fresh);
+  s->computed_at = std::chrono::steady_clock::now();
+}
+
+}  // namespace walhook::relay
