@@ -33,11 +33,11 @@ struct admin_access {
   bool loopback_only = true;  ///< the listener binds a loopback address
   /// The address --admin-listen resolved to, numeric ("127.0.0.1", "::" for every address), and
   /// its port: resolved once, so the loopback decision and the bind are about the same address.
-  std::string bind_address;
+  std::string bind_address{};
   unsigned short port = 0;
   /// --admin-tls-cert and --admin-tls-key, loaded (certificate chain, private key): the
   /// listener speaks HTTPS. Null: plain HTTP.
-  std::shared_ptr<boost::asio::ssl::context> tls;
+  std::shared_ptr<boost::asio::ssl::context> tls{};
 };
 
 /// --admin-listen split into its parts: "localhost:9187" → {"localhost", 9187}, "[::1]:9187" →

@@ -18,6 +18,7 @@ struct metrics_cache::state {
   std::optional<std::string> text;
   std::chrono::steady_clock::time_point computed_at{};
   bool computing = false;
+  bool stopped = false;  ///< stop(): no computation starts any more
   std::uint64_t computations = 0;
   /// Never expires: scrapes waiting for the first text wait on it; each computation's end
   /// cancels it, which wakes them all.
@@ -29,13 +30,18 @@ metrics_cache::metrics_cache(asio::any_io_executor ex, compute_fn compute, std::
 
 metrics_cache::~metrics_cache() { stop(); }
 
-void metrics_cache::stop() { tasks_.emit(asio::cancellation_type::terminal); }
+void metrics_cache::stop() {
+  state_->stopped = true;
+  tasks_.emit(asio::cancellation_type::terminal);
+  state_->first_text.cancel();
+}
 
 std::uint64_t metrics_cache::computations() const { return state_->computations; }
 
 asio::awaitable<std::string> metrics_cache::text() {
   auto s = state_;
   for (;;) {
+    if (s->stopped) co_return s->text.value_or(std::string{});
     const bool stale = !s->text || std::chrono::steady_clock::now() - s->computed_at >= s->fresh_for;
     if (stale && !s->computing) {
       s->computing = true;

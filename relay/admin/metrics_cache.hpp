@@ -38,9 +38,10 @@ class metrics_cache {
 
   /// The text as last computed, a computation started first if it is older than `fresh_for`
   /// and none runs. Waits only while there is no text yet; "" if the awaiting coroutine is
-  /// cancelled meanwhile.
+  /// cancelled meanwhile, or the cache stopped without one.
   boost::asio::awaitable<std::string> text();
-  /// Cancels a computation that runs (the listener stops).
+  /// Cancels a computation that runs and starts none any more (the listener stops); scrapes
+  /// waiting for a first text get "".
   void stop();
   /// Computations started so far (tests).
   std::uint64_t computations() const;
