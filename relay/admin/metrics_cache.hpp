@@ -1,11 +1,11 @@
 #pragma once
 // /metrics served from the last computed text (docs/api.md, Metrics): computing it reads the
 // database (each endpoint's oldest pending age, on the engine's state-store connection, the one
-// that also claims retries), so a scrape flood must not become a query flood. A scrape that
-// finds the text older than `fresh_for` (1 s) starts one computation in the background and, like
-// every scrape meanwhile, gets the text as last computed; only the first scrapes, before there
-// is any text, wait for it. So a scrape never waits on a slow database once walhook has answered
-// one, and the database sees at most one such query per second, however often it is scraped.
+// that also claims retries), so a scrape flood must not become a query flood. A text younger than
+// `fresh_for` (1 s) is served as it is; a scrape that finds it older has it computed and waits
+// for it, while the scrapes that come meanwhile get the previous text (or, before there is any,
+// wait for the same computation). So a lone scrape (Prometheus) gets numbers at most a second
+// old, and the database sees at most one such query at a time and one per second.
 //
 // Thread affinity: one executor (the engine's).
 
@@ -36,12 +36,12 @@ class metrics_cache {
   metrics_cache(const metrics_cache&) = delete;
   metrics_cache& operator=(const metrics_cache&) = delete;
 
-  /// The text as last computed, a computation started first if it is older than `fresh_for`
-  /// and none runs. Waits only while there is no text yet; "" if the awaiting coroutine is
-  /// cancelled meanwhile, or the cache stopped without one.
+  /// The text: as last computed if younger than `fresh_for`, or while another scrape has it
+  /// computed; else computed now (this scrape waits). "" if the awaiting coroutine is cancelled
+  /// meanwhile, or the cache stopped without a text.
   boost::asio::awaitable<std::string> text();
   /// Cancels a computation that runs and starts none any more (the listener stops); scrapes
-  /// waiting for a first text get "".
+  /// waiting for it get the text there is, or "".
   void stop();
   /// Computations started so far (tests).
   std::uint64_t computations() const;
