@@ -185,20 +185,23 @@ TEST_CASE("/metrics costs the database one query at a time however often it is s
   const std::string age_series = fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}}", failing);
   REQUIRE(test::eventually([&] { return sample(scrape(port), age_series).has_value(); }, 20s));
 
-  // The oldest-pending query (the one database read of a scrape) now waits for this lock.
+  // The oldest-pending query (the one database read of a scrape) now waits for this lock, and
+  // so does whatever else walhook's state-store connection runs (one statement at a time).
   relay::blocking_db locker(s.url);
   locker.exec("BEGIN");
   locker.exec("LOCK TABLE walhook.deliveries IN ACCESS EXCLUSIVE MODE");
-  // A scraper whose scrape finds the text stale (after a second) has it computed: that scrape
-  // waits behind the lock, and so does the query.
+  const auto locked_at = std::chrono::steady_clock::now();
+  // A scraper: its first scrape more than a second after the last text has it computed, and
+  // waits behind the lock (5 s at most, its deadline); the next ones too, until the lock goes.
   std::atomic<bool> done{false};
   std::thread scraper([&] {
-    while (!done) test::http_get(static_cast<unsigned short>(port), "/metrics");  // one waits (5 s at most)
+    while (!done) test::http_get(static_cast<unsigned short>(port), "/metrics");
   });
   const std::string waiting_query =
-      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ORDER BY d.event_created_at%' "
-      "AND application_name LIKE 'walhook%'";
-  const bool query_waits = test::eventually([&] { return s.value(waiting_query) == "1"; }, 10s);
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'walhook-state %'";
+  // The text is older than a second by then: every scrape below finds it stale.
+  const bool query_waits = test::eventually(
+      [&] { return std::chrono::steady_clock::now() - locked_at > 1500ms && s.value(waiting_query) == "1"; }, 10s);
   // Meanwhile a flood: 100 scrapes, each answered with the last text, none starting a query.
   int answered = 0;
   if (query_waits)
@@ -212,7 +215,7 @@ TEST_CASE("/metrics costs the database one query at a time however often it is s
   scraper.join();
   REQUIRE(query_waits);
   CHECK(answered == 100);
-  CHECK(queries_waiting == "1");  // one query for the 100 scrapes
+  CHECK(queries_waiting == "1");  // still the one connection's one statement
   CHECK(test::eventually([&] { return sample(scrape(port), age_series).has_value(); }, 10s));
   CHECK(walhook.stop() == 0);
 }
