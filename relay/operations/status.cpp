@@ -54,15 +54,16 @@ endpoint_page_key page_key_of(const endpoint_status& s) {
 
 std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only,
                                                const std::optional<endpoint_page>& page) {
-  using text = std::optional<std::string>;
-  const auto number = [](std::int64_t v) { return text(std::to_string(v)); };
-  const auto after = page ? page->after : std::nullopt;
-  pg::params p{only ? number(*only) : std::nullopt,
-               after ? number(after->since_us) : std::nullopt,
-               after ? number(after->failures) : std::nullopt,
-               after ? number(after->dead) : std::nullopt,
-               after ? number(after->id) : std::nullopt,
-               page ? number(page->limit) : std::nullopt};
+  pg::params p(6);  // $1 only; $2..$5 the page's start; $6 its size (sql/statements/endpoint_status.sql)
+  if (only) p[0] = std::to_string(*only);
+  if (page && page->after) {
+    const endpoint_page_key& after = *page->after;
+    p[1] = std::to_string(after.since_us);
+    p[2] = std::to_string(after.failures);
+    p[3] = std::to_string(after.dead);
+    p[4] = std::to_string(after.id);
+  }
+  if (page) p[5] = std::to_string(page->limit);
   auto r = db.exec(std::string(sql::statements::endpoint_status), p);
   std::vector<endpoint_status> out;
   out.reserve(static_cast<std::size_t>(r.rows()));
