@@ -149,11 +149,13 @@ std::shared_ptr<asio::ssl::context> load_tls(const run_options& o) {
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  // The key first: a certificate loaded after a key that is not its own drops the key, and the
+  // check below names the mismatch (the other order fails in the key's loading, less clearly).
   boost::system::error_code ec;
-  ctx->use_certificate_chain_file(o.admin_tls_cert, ec);
-  if (ec) throw invalid_input(fmt::format("--admin-tls-cert {}: cannot load it: {}", o.admin_tls_cert, ec.message()));
   ctx->use_private_key_file(o.admin_tls_key, asio::ssl::context::pem, ec);
   if (ec) throw invalid_input(fmt::format("--admin-tls-key {}: cannot load it: {}", o.admin_tls_key, ec.message()));
+  ctx->use_certificate_chain_file(o.admin_tls_cert, ec);
+  if (ec) throw invalid_input(fmt::format("--admin-tls-cert {}: cannot load it: {}", o.admin_tls_cert, ec.message()));
   if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
     throw invalid_input(fmt::format("--admin-tls-key {} is not the key of --admin-tls-cert {}", o.admin_tls_key,
                                     o.admin_tls_cert));

@@ -50,10 +50,13 @@ asio::awaitable<std::string> metrics_cache::text() {
     ++s->computations;
     tasks_.spawn(compute_into(s), "metrics refresh");
   }
-  // This scrape waits for the computation (it started it, or there is no text yet); its end
-  // cancels the wait.
-  co_await s->computed.async_wait(asio::as_tuple(asio::use_awaitable));
-  if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return std::string{};
+  // This scrape waits for the computation (it started it, or there is no text yet), unless it
+  // already ended (the task may run at once); its end cancels the wait.
+  while (s->computing && !s->stopped) {
+    co_await s->computed.async_wait(asio::as_tuple(asio::use_awaitable));
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+      co_return std::string{};
+  }
   co_return s->text.value_or(std::string{});
 }
 
