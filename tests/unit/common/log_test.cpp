@@ -29,7 +29,7 @@ std::string logged(std::string_view text) {
   return out;
 }
 
-std::string data(std::string_view text) {
+std::string as_data(std::string_view text) {
   std::string out;
   append_json_escaped(out, text);
   return out;
@@ -60,7 +60,7 @@ TEST_CASE("log lines write C1 controls, bidirectional controls and separators as
     char expected[8];
     std::snprintf(expected, sizeof expected, "\\u%04x", static_cast<unsigned>(c));
     CHECK(logged("a" + utf8 + "b") == std::string("a") + expected + "b");
-    CHECK(data(utf8) == utf8);  // the data path keeps them: they are the customer's text
+    CHECK(as_data(utf8) == utf8);  // the data path keeps them: they are the customer's text
     CHECK(parsed(logged(utf8)) == utf8);  // and the log line still says which character it was
   }
   CHECK(logged("\xD8\x9C") == "\\u061c");  // ARABIC LETTER MARK
@@ -76,7 +76,8 @@ TEST_CASE("log lines write C1 controls, bidirectional controls and separators as
 
 TEST_CASE("bytes that are not UTF-8 become U+FFFD, each, in log lines and data alike") {
   struct row {
-    std::string_view name, in, out;
+    std::string_view name;
+    std::string in, out;
   };
   const std::string r = fffd;
   const row rows[] = {
@@ -97,7 +98,7 @@ TEST_CASE("bytes that are not UTF-8 become U+FFFD, each, in log lines and data a
   for (const auto& [name, in, out] : rows) {
     CAPTURE(name);
     CHECK(logged(in) == out);
-    CHECK(data(in) == out);
+    CHECK(as_data(in) == out);
     CHECK(parsed(logged(in)) == out);  // always valid JSON text
   }
 }
