@@ -85,7 +85,6 @@ std::optional<http::response<http::string_body>> refusal_of(const boost::system:
   return res;
 }
 
-
 /// The request as the access rules (check_request) and the API see it.
 api_request api_request_of(const http::request<http::string_body>& req, const std::string& remote) {
   api_request a;
