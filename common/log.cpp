@@ -48,10 +48,6 @@ bool parse_level(std::string_view text, level& out) {
   return true;
 }
 
-namespace {
-
-/// Length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlongs, no
-/// surrogates, nothing above U+10FFFF), or 0 if it is not one.
 std::size_t utf8_sequence(std::string_view s) {
   auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
   auto cont = [&](std::size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
@@ -70,25 +66,42 @@ std::size_t utf8_sequence(std::string_view s) {
     if (c == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
     return 4;
   }
-  return 0;
+  return 0;  // a continuation byte, 0xC0/0xC1 (overlong), 0xF5..0xFF
 }
 
-}  // namespace
+namespace {
 
-void append_json_escaped(std::string& out, std::string_view text) {
+/// The code point of a valid 2- or 3-byte sequence (utf8_sequence said so).
+char32_t code_point(std::string_view seq) {
+  const auto b = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(seq[i])); };
+  if (seq.size() == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+}
+
+/// Characters a log line writes as \uXXXX although JSON allows them raw: they are invisible
+/// and change how the line reads (C1 controls, bidirectional controls and marks, separators;
+/// DEL is handled with the ASCII controls).
+bool hidden_in_logs(char32_t c) {
+  return (c >= 0x80 && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F || c == 0x2028 || c == 0x2029 ||
+         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+void append_escaped(std::string& out, std::string_view text, bool for_log) {
   while (!text.empty()) {
     unsigned char c = static_cast<unsigned char>(text.front());
     if (c >= 0x80) {
       // Text from outside (an HTTP header, a server message) may not be UTF-8; JSON and
-      // PostgreSQL need it to be. Invalid bytes become U+FFFD.
+      // PostgreSQL need it to be. Invalid bytes become U+FFFD, one each.
       std::size_t n = utf8_sequence(text);
       if (n == 0) {
         out += "\xEF\xBF\xBD";
-        text.remove_prefix(1);
+        n = 1;
+      } else if (for_log && n <= 3 && hidden_in_logs(code_point(text.substr(0, n)))) {
+        out += fmt::format("\\u{:04x}", static_cast<std::uint32_t>(code_point(text.substr(0, n))));
       } else {
         out.append(text.substr(0, n));
-        text.remove_prefix(n);
       }
+      text.remove_prefix(n);
       continue;
     }
     switch (c) {
@@ -100,12 +113,18 @@ void append_json_escaped(std::string& out, std::string_view text) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        if (c < 0x20 || (for_log && c == 0x7F)) out += fmt::format("\\u{:04x}", c);
         else out += static_cast<char>(c);
     }
     text.remove_prefix(1);
   }
 }
+
+}  // namespace
+
+void append_json_escaped(std::string& out, std::string_view text) { append_escaped(out, text, false); }
+
+void append_log_escaped(std::string& out, std::string_view text) { append_escaped(out, text, true); }
 
 void emit(level l, std::string_view msg, std::initializer_list<field> fields) {
   if (l < current_level()) return;
@@ -116,15 +135,15 @@ void emit(level l, std::string_view msg, std::initializer_list<field> fields) {
   line += "\",\"level\":\"";
   line += name(l);
   line += "\",\"msg\":\"";
-  append_json_escaped(line, msg);
+  append_log_escaped(line, msg);
   line += '"';
   for (const field& f : fields) {
     line += ",\"";
-    append_json_escaped(line, f.key);
+    append_log_escaped(line, f.key);
     line += "\":";
     if (f.quoted) {
       line += '"';
-      append_json_escaped(line, f.value);
+      append_log_escaped(line, f.value);
       line += '"';
     } else {
       line += f.value;

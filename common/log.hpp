@@ -48,7 +48,20 @@ inline void error(std::string_view msg, std::initializer_list<field> f = {}) { e
 
 /// Appends `text` to `out` as the inside of a JSON string (RFC 8259 §7 escaping), without quotes.
 /// Bytes that are not valid UTF-8 (RFC 3629) become U+FFFD, so the result is always valid JSON
-/// text for PostgreSQL even when `text` came from a misbehaving HTTP server.
+/// text for PostgreSQL even when `text` came from a misbehaving HTTP server. Other characters
+/// are kept as they are (the data's own: payloads, API answers).
 void append_json_escaped(std::string& out, std::string_view text);
+
+/// As append_json_escaped, for a log line: also writes as \uXXXX the characters that change
+/// how a terminal or a viewer shows the line without being seen — DEL, C1 controls (U+0080..U+009F),
+/// the bidirectional controls (U+202A..U+202E, U+2066..U+2069, and the marks U+061C, U+200E,
+/// U+200F) and the line and paragraph separators (U+2028, U+2029) — so an operator-supplied name
+/// ("\u202Egnp.exe") cannot reorder or hide what the line says.
+void append_log_escaped(std::string& out, std::string_view text);
+
+/// The length of the valid UTF-8 sequence (RFC 3629) at the start of `text`: 1 to 4, or 0 if
+/// it starts with a byte that is not one (a stray continuation byte, a lead byte without its
+/// continuation bytes, an overlong form, a surrogate, above U+10FFFF). `text` is not empty. Pure.
+std::size_t utf8_sequence(std::string_view text);
 
 }  // namespace walhook::log

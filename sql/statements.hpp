@@ -46,6 +46,6 @@ extern const std::string_view give_up_cursor;          ///< $1 endpoint, $2 tena
 extern const std::string_view cursor_page;             ///< $1 tenant, $2 covered, $3 also, $4 window, $5 after, $6 limit, $7 endpoint → rows
 
 // Operator reads (relay/operations/).
-extern const std::string_view endpoint_status;  ///< $1 endpoint id or NULL → endpoints with counts, worst first
+extern const std::string_view endpoint_status;  ///< $1 endpoint id or NULL, $2..$5 a page's start or NULL, $6 its size → endpoints with counts, worst first
 
 }  // namespace walhook::sql::statements

@@ -1,21 +1,26 @@
 #include "relay/admin/access.hpp"
 
 #include "common/json_writer.hpp"
+#include "common/log.hpp"
 #include "relay/engine/options.hpp"
 #include "relay/operations/errors.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <fstream>
+#include <utility>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
@@ -45,6 +50,17 @@ std::string host_of(const std::string& host_port) {
   auto colon = host_port.rfind(':');
   if (colon != std::string::npos && host_port.find(':') == colon) return host_port.substr(0, colon);
   return host_port;  // no port, or a bare IPv6 address
+}
+
+/// A valid UTF-8 sequence that is a control character: C0, DEL, C1 (U+0080..U+009F) or a
+/// bidirectional control (U+202A..U+202E, U+2066..U+2069, the marks U+061C, U+200E, U+200F).
+bool is_control(std::string_view seq) {
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(seq[i]); };
+  if (seq.size() == 1) return b(0) < 0x20 || b(0) == 0x7f;
+  if (seq.size() == 2) return b(0) == 0xC2 && b(1) <= 0x9F;  // U+0080..U+009F
+  if (seq.size() != 3) return false;
+  const unsigned cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
+  return cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 }  // namespace
@@ -95,28 +111,77 @@ listen_address split_listen(const std::string& listen) {
   return out;
 }
 
+namespace {
+
+/// The token file may be read by its group or others: say so (the token is the API's only key).
+void warn_if_readable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0) return;
+  log::warn("admin.token_file_readable",
+            {{"file", path},
+             {"mode", fmt::format("{:04o}", st.st_mode & 07777)},
+             {"hint", "the token file can be read by its group or others: chmod 600 it"}});
+}
+
+/// --admin-listen's host, resolved once: "" → every address (IPv6 "::", which takes IPv4 too);
+/// an address as it is; a name → its first IPv4 address, else its first address.
+asio::ip::address resolve_listen(const std::string& listen, const std::string& host) {
+  if (host.empty()) return asio::ip::address_v6::any();
+  boost::system::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (!ec) return a;
+  asio::io_context ioc;
+  asio::ip::tcp::resolver resolver(ioc);
+  auto found = resolver.resolve(host, "", ec);
+  if (ec || found.empty()) throw invalid_input(fmt::format("--admin-listen {}: cannot resolve {}", listen, host));
+  for (const auto& r : found)
+    if (r.endpoint().address().is_v4()) return r.endpoint().address();
+  return found.begin()->endpoint().address();
+}
+
+/// --admin-tls-cert and --admin-tls-key loaded into a server context (TLS 1.2 or later).
+std::shared_ptr<asio::ssl::context> load_tls(const run_options& o) {
+  if (o.admin_tls_cert.empty() && o.admin_tls_key.empty()) return nullptr;
+  if (o.admin_tls_cert.empty() || o.admin_tls_key.empty())
+    throw invalid_input(fmt::format("{} needs {} too: give both (the certificate chain and its private key) or neither",
+                                    o.admin_tls_cert.empty() ? "--admin-tls-key" : "--admin-tls-cert",
+                                    o.admin_tls_cert.empty() ? "--admin-tls-cert" : "--admin-tls-key"));
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  // The key first: a certificate loaded after a key that is not its own drops the key, and the
+  // check below names the mismatch (the other order fails in the key's loading, less clearly).
+  boost::system::error_code ec;
+  ctx->use_private_key_file(o.admin_tls_key, asio::ssl::context::pem, ec);
+  if (ec) throw invalid_input(fmt::format("--admin-tls-key {}: cannot load it: {}", o.admin_tls_key, ec.message()));
+  ctx->use_certificate_chain_file(o.admin_tls_cert, ec);
+  if (ec) throw invalid_input(fmt::format("--admin-tls-cert {}: cannot load it: {}", o.admin_tls_cert, ec.message()));
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+    throw invalid_input(fmt::format("--admin-tls-key {} is not the key of --admin-tls-cert {}", o.admin_tls_key,
+                                    o.admin_tls_cert));
+  return ctx;
+}
+
+}  // namespace
+
 admin_access check_admin_access(const run_options& o) {
   admin_access access;
-  if (!o.admin_token_file.empty()) access.token = read_token_file(o.admin_token_file);  // as `walhook status` reads it
-  if (o.admin_listen.empty()) return access;
-  // Where the listener will bind (relay/admin_server.cpp resolves the same way).
-  const std::string host = split_listen(o.admin_listen).host;
-  if (host.empty()) {
-    access.loopback_only = false;  // ":9187": every address
-  } else {
-    boost::system::error_code ec;
-    auto a = asio::ip::make_address(host, ec);
-    if (!ec) {
-      access.loopback_only = a.is_loopback();
-    } else {
-      asio::io_context ioc;
-      asio::ip::tcp::resolver resolver(ioc);
-      auto found = resolver.resolve(host, "", ec);
-      if (ec || found.empty())
-        throw invalid_input(fmt::format("--admin-listen {}: cannot resolve {}", o.admin_listen, host));
-      for (const auto& r : found) access.loopback_only = access.loopback_only && r.endpoint().address().is_loopback();
-    }
+  if (!o.admin_token_file.empty()) {
+    access.token = read_token_file(o.admin_token_file);  // as `walhook status` reads it
+    if (access.token.size() < min_admin_token_bytes)
+      throw invalid_input(fmt::format("--admin-token-file {}: the token has {} bytes, at least {} are needed "
+                                      "(e.g. openssl rand -hex 32 > FILE)",
+                                      o.admin_token_file, access.token.size(), min_admin_token_bytes));
+    warn_if_readable(o.admin_token_file);
   }
+  access.tls = load_tls(o);
+  if (o.admin_listen.empty()) return access;
+  const auto parts = split_listen(o.admin_listen);
+  // The one resolution: the server binds exactly this address (relay/admin/server.cpp).
+  const auto address = resolve_listen(o.admin_listen, parts.host);
+  access.bind_address = address.to_string();
+  access.port = parts.port;
+  access.loopback_only = address.is_loopback();
   if (!access.loopback_only && access.token.empty())
     throw invalid_input(fmt::format("--admin-listen {} is not a loopback address: the admin API needs a bearer token "
                                     "there (--admin-token-file FILE), or listen on localhost:PORT",
@@ -155,6 +220,13 @@ std::optional<api_response> check_request(const admin_access& access, const api_
   return std::nullopt;
 }
 
+std::uint64_t auth_failure_log::failed(std::chrono::steady_clock::time_point now) {
+  ++unlogged_;
+  if (last_line_ && now - *last_line_ < every_) return 0;
+  last_line_ = now;
+  return std::exchange(unlogged_, 0);
+}
+
 std::string read_token_file(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -183,23 +255,25 @@ std::string operator_of(std::string_view header) {
       decoded += header[i];
     }
   }
-  // At most 100 characters (UTF-8 sequences kept whole), control characters dropped.
+  // At most 100 characters (UTF-8 sequences kept whole, each checked: a byte that does not
+  // start a valid one becomes U+FFFD), control characters dropped: C0, DEL, C1 and the
+  // bidirectional controls, which would reorder what the log line shows.
   std::string out;
   std::size_t chars = 0;
   for (std::size_t i = 0; i < decoded.size();) {
-    const auto c = static_cast<unsigned char>(decoded[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
-    if (i + len > decoded.size()) len = 1;
-    if (c < 0x20 || c == 0x7f) {
-      i += 1;
+    const std::string_view rest = std::string_view(decoded).substr(i);
+    const std::size_t len = log::utf8_sequence(rest);
+    if (len != 0 && is_control(rest.substr(0, len))) {
+      i += len;
       continue;
     }
     if (chars == 100) {
       out += "…";
       break;
     }
-    out.append(decoded, i, len);
-    i += len;
+    if (len == 0) out += "\xEF\xBF\xBD";
+    else out.append(rest.substr(0, len));
+    i += len == 0 ? 1 : len;
     ++chars;
   }
   return out;

@@ -1,23 +1,43 @@
 #pragma once
 // Who may use the admin listener (docs/api.md, Access): the bearer token of --admin-token-file,
-// the loopback Host rule without one, the --admin-listen address, and how an operator is named
-// in the admin.action log. Pure, but for check_admin_access (reads the token file, resolves
-// the address) and read_token_file.
+// the loopback Host rule without one, the --admin-listen address (resolved once), TLS
+// (--admin-tls-cert, --admin-tls-key), how failed attempts are logged, and how an operator is
+// named in the admin.action log. Pure, but for check_admin_access (reads the token file and the
+// certificate, resolves the address) and read_token_file.
 
 #include "relay/admin/request.hpp"
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace walhook::relay {
 
 struct run_options;
 
-/// Who may use the API: the token of --admin-token-file ("" = none: loopback only).
+/// A token shorter than this (bytes, after trimming) is refused: it could be guessed.
+inline constexpr std::size_t min_admin_token_bytes = 16;
+
+/// Who may use the listener, and where and how it listens: what check_admin_access() made of
+/// the flags. The token of --admin-token-file ("" = none: loopback only).
 struct admin_access {
   std::string token;
-  bool loopback_only = true;  ///< the listener binds loopback addresses only
+  bool loopback_only = true;  ///< the listener binds a loopback address
+  /// The address --admin-listen resolved to, numeric ("127.0.0.1", "::" for every address), and
+  /// its port: resolved once, so the loopback decision and the bind are about the same address.
+  std::string bind_address{};
+  unsigned short port = 0;
+  /// --admin-tls-cert and --admin-tls-key, loaded (certificate chain, private key): the
+  /// listener speaks HTTPS. Null: plain HTTP.
+  std::shared_ptr<boost::asio::ssl::context> tls{};
 };
 
 /// --admin-listen split into its parts: "localhost:9187" → {"localhost", 9187}, "[::1]:9187" →
@@ -30,9 +50,13 @@ struct listen_address {
 };
 listen_address split_listen(const std::string& listen);
 
-/// Reads --admin-token-file and checks --admin-listen against it, before anything starts.
-/// Throws invalid_input: an unreadable or empty token file; a non-loopback --admin-listen without a
-/// token file (naming --admin-token-file); an address that does not resolve.
+/// Reads --admin-token-file, resolves --admin-listen (once: a name's first IPv4 address, else its
+/// first) and loads --admin-tls-cert/--admin-tls-key, before anything starts. Logs a warning
+/// (admin.token_file_readable) if the token file may be read by its group or others. Throws
+/// invalid_input naming the flag: an unreadable or empty token file, a token shorter than
+/// min_admin_token_bytes, a non-loopback --admin-listen without a token file, an address that
+/// does not resolve, one of the TLS flags without the other, a certificate or key that does not
+/// load or do not match.
 admin_access check_admin_access(const run_options& o);
 
 /// "sha256:" + the first 12 hex digits of SHA-256 of the token (for logs; never the token).
@@ -54,5 +78,21 @@ std::string operator_of(std::string_view header);
 
 /// True if a Host header value ("localhost:9187", "127.0.0.1", "[::1]:80") names loopback.
 bool is_loopback_host(const std::string& host);
+
+/// How often failed authentications (401) are logged: a flood of wrong tokens writes one
+/// admin.auth_failed line per `every`, which counts the failures since the previous line. Pure:
+/// the caller gives the time (steady clock).
+class auth_failure_log {
+ public:
+  explicit auth_failure_log(std::chrono::steady_clock::duration every = std::chrono::seconds{10}) : every_(every) {}
+  /// A failure at `now`. Returns how many failures the line to log now reports (this one and
+  /// those not logged since the previous line), or 0: log nothing now. The first one logs.
+  std::uint64_t failed(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::chrono::steady_clock::duration every_;
+  std::optional<std::chrono::steady_clock::time_point> last_line_;
+  std::uint64_t unlogged_ = 0;
+};
 
 }  // namespace walhook::relay

@@ -19,11 +19,17 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 
 namespace walhook::relay {
 
 class engine;
+
+/// A wrong or missing bearer token is answered 401 this much later (the request's own
+/// coroutine waits; other requests go on): guessing costs time.
+inline constexpr std::chrono::milliseconds auth_failure_delay{250};
 
 /// The /api/ half of the admin listener; one per `walhook run --admin-listen`.
 class admin_api {
@@ -34,9 +40,13 @@ class admin_api {
   admin_api(const admin_api&) = delete;
   admin_api& operator=(const admin_api&) = delete;
 
-  /// Answers a request whose target starts with /api/ (access checked here). `req` must live
-  /// until the answer (the caller awaits it at once).
+  /// Answers a request whose target starts with /api/ (access checked here, by admit()). `req`
+  /// must live until the answer (the caller awaits it at once).
   boost::asio::awaitable<api_response> handle(const api_request& req);
+  /// The access rules (check_request) for /api/ and /metrics: nullopt if `req` may go on, else
+  /// the refusal. A 401 comes after auth_failure_delay and is logged (admin.auth_failed, with
+  /// the client's address and never the token; at most one line per 10 s, counting the rest).
+  boost::asio::awaitable<std::optional<api_response>> admit(const api_request& req);
   /// Stops the database worker (after the query it runs, if any); later requests never finish.
   void stop();
 

@@ -1,8 +1,9 @@
-// GET /api/endpoints and GET /api/endpoints/{id} (docs/api.md): the endpoints worst first
-// (relay/operations/status.hpp, shared with `walhook status`) with this walhook's live numbers;
-// one endpoint adds its newest deliveries, dead letters and attempts.
+// GET /api/endpoints and GET /api/endpoints/{id} (docs/api.md): the endpoints worst first, a
+// page at a time (relay/operations/status.hpp, shared with `walhook status`), with this walhook's
+// live numbers; one endpoint adds its newest deliveries, dead letters and attempts.
 
 #include "relay/admin/db_worker.hpp"
+#include "relay/admin/router.hpp"
 #include "relay/admin/routes.hpp"
 #include "relay/admin/views.hpp"
 #include "relay/core/outcome_log.hpp"
@@ -15,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace walhook::relay {
@@ -89,15 +91,21 @@ void write_deliveries(json_writer& j, const std::vector<delivery_row>& rows) {
   j.end_array();
 }
 
-api_response endpoints_view(const std::vector<operations::endpoint_status>& all, const live_status& live) {
+/// A page: `rows` holds at most one more than the limit, which says there is a next page.
+api_response endpoints_view(const std::vector<operations::endpoint_status>& rows, std::int64_t limit,
+                            const live_status& live) {
+  const auto shown = std::min(rows.size(), static_cast<std::size_t>(limit));
   json_writer j;
   j.begin_object().key("endpoints").begin_array();
-  for (const auto& s : all) {
+  for (std::size_t i = 0; i < shown; ++i) {
     j.begin_object();
-    write_endpoint(j, s, live, false);
+    write_endpoint(j, rows[i], live, false);
     j.end_object();
   }
-  j.end_array().end_object();
+  j.end_array();
+  const bool more = rows.size() > shown;
+  j.field("next", more ? std::optional<std::string>(page_cursor(operations::page_key_of(rows[shown - 1]))) : std::nullopt);
+  j.end_object();
   return api_response{200, j.take()};
 }
 
@@ -124,9 +132,11 @@ api_response endpoint_view(const operations::endpoint_status& s, const live_stat
 
 }  // namespace
 
-asio::awaitable<api_response> get_endpoints(const route_context& ctx) {
-  return ctx.worker.run([live = ctx.eng.live()](blocking_db& db) {
-    return endpoints_view(operations::endpoint_statuses(db), live);
+asio::awaitable<api_response> get_endpoints(const route_context& ctx, const operations::endpoint_page& page) {
+  return ctx.worker.run([live = ctx.eng.live(), page](blocking_db& db) {
+    // One row more than the page: whether there is a next one.
+    const operations::endpoint_page ask{.after = page.after, .limit = page.limit + 1};
+    return endpoints_view(operations::endpoint_statuses(db, std::nullopt, ask), page.limit, live);
   });
 }
 

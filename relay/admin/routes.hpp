@@ -10,6 +10,7 @@
 
 #include "relay/admin/access.hpp"
 #include "relay/admin/request.hpp"
+#include "relay/operations/status.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -32,8 +33,9 @@ struct route_context {
 /// GET /api/overview: version, slot, lag, live numbers; from memory if the database fails.
 boost::asio::awaitable<api_response> get_overview(const route_context& ctx);
 
-/// GET /api/endpoints: every endpoint, worst first (relay/operations/status.hpp).
-boost::asio::awaitable<api_response> get_endpoints(const route_context& ctx);
+/// GET /api/endpoints?limit=N&after=CURSOR: a page of the endpoints, worst first
+/// (relay/operations/status.hpp), and the cursor of the next page ("next", null after the last).
+boost::asio::awaitable<api_response> get_endpoints(const route_context& ctx, const operations::endpoint_page& page);
 /// GET /api/endpoints/{id}: one endpoint with its newest deliveries, dead letters and attempts.
 boost::asio::awaitable<api_response> get_endpoint(const route_context& ctx, std::int64_t id);
 

@@ -3,24 +3,27 @@
 #include "common/log.hpp"
 #include "common/task_group.hpp"
 #include "relay/admin/console_assets.hpp"
+#include "relay/admin/metrics_cache.hpp"
 #include "relay/engine/engine.hpp"
 #include "relay/operations/errors.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <list>
 #include <optional>
 #include <stdexcept>
-
-#include <list>
+#include <type_traits>
 
 namespace walhook::relay {
 namespace asio = boost::asio;
@@ -31,34 +34,6 @@ using namespace std::chrono_literals;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 namespace {
-
-tcp::endpoint parse_listen(const std::string& listen) {
-  listen_address parts;
-  try {
-    parts = split_listen(listen);
-  } catch (const user_error& e) {
-    throw std::runtime_error(e.what());
-  }
-  const std::string& host = parts.host;
-  const unsigned short port = parts.port;
-  boost::system::error_code ec;
-  auto address = host.empty() ? asio::ip::address(asio::ip::address_v6::any()) : asio::ip::make_address(host, ec);
-  if (ec) {
-    // A name ("localhost"): its first IPv4 address, else its first address.
-    asio::io_context ioc;
-    tcp::resolver resolver(ioc);
-    boost::system::error_code rec;
-    auto found = resolver.resolve(host, "", rec);
-    if (rec || found.empty()) throw std::runtime_error("--admin-listen has an invalid address: " + host);
-    address = found.begin()->endpoint().address();
-    for (const auto& r : found)
-      if (r.endpoint().address().is_v4()) {
-        address = r.endpoint().address();
-        break;
-      }
-  }
-  return {address, port};
-}
 
 /// accept(2) failed for want of a resource (descriptors, kernel memory): accepting again at
 /// once fails again at once, so the loop waits before it does.
@@ -110,24 +85,64 @@ std::optional<http::response<http::string_body>> refusal_of(const boost::system:
   return res;
 }
 
+/// The request as the access rules (check_request) and the API see it.
+api_request api_request_of(const http::request<http::string_body>& req, const std::string& remote) {
+  api_request a;
+  a.method = std::string(req.method_string());
+  a.target = std::string(req.target().data(), req.target().size());
+  a.host = std::string(req[http::field::host]);
+  a.authorization = std::string(req[http::field::authorization]);
+  a.content_type = std::string(req[http::field::content_type]);
+  a.operator_name = std::string(req["X-Walhook-Operator"]);
+  a.remote = remote;
+  a.body = req.body();
+  return a;
+}
+
+/// An API answer (JSON, never cached) into `res`.
+void set_api_answer(http::response<http::string_body>& res, api_response answer) {
+  res.result(static_cast<http::status>(answer.status));
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = std::move(answer.body);
+}
+
+using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+
 }  // namespace
 
 struct admin_server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::any_io_executor ex, const tcp::endpoint& at, engine& e, admin_access access)
-      : executor(ex), acceptor(ex), wake(ex), eng(e), api(ex, e, std::move(access)), tasks(ex) {
+  impl(asio::any_io_executor ex, engine& e, admin_access access)
+      : executor(ex),
+        acceptor(ex),
+        wake(ex),
+        eng(e),
+        tls(access.tls),
+        api(ex, e, access),
+        metrics(ex, [&e] { return e.metrics_text(); }),
+        tasks(ex) {
     boost::system::error_code ec;
+    const auto address = asio::ip::make_address(access.bind_address, ec);  // resolved once, by check_admin_access
+    if (ec) throw std::runtime_error("the admin address is not resolved: " + access.bind_address);
+    const tcp::endpoint at{address, access.port};
     acceptor.open(at.protocol(), ec);
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(at, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) throw std::runtime_error("cannot listen on the admin address: " + ec.message());
+    if (!access.loopback_only && !tls)
+      log::warn("admin.plain_http", {{"address", access.bind_address},
+                                     {"hint", "the bearer token and the API's answers cross the network in the clear: "
+                                              "give --admin-tls-cert and --admin-tls-key, or listen on loopback"}});
   }
   asio::any_io_executor executor;
   tcp::acceptor acceptor;
   /// The accept loop waits on it: for a session to end (at the cap), or out its backoff.
   asio::steady_timer wake;
   engine& eng;
+  std::shared_ptr<asio::ssl::context> tls;  ///< --admin-tls-cert/--admin-tls-key; null: plain HTTP
   admin_api api;
+  metrics_cache metrics;  ///< /metrics, computed at most once a second
   task_group tasks;  ///< the accept loop and every connection's session
   std::size_t sessions = 0;  ///< admin connections open now, ≤ max_admin_connections
   /// Each session's connection and whether it waits idle for a request (and since when).
@@ -191,11 +206,12 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       }
       backoff = std::chrono::milliseconds{0};
       ++sessions;
-      tasks.spawn(serve(beast::tcp_stream(std::move(socket))), "admin session");
+      tasks.spawn(serve(std::move(socket)), "admin session");
     }
   }
 
-  asio::awaitable<void> serve(beast::tcp_stream stream) {
+  /// One connection: plain HTTP, or HTTPS with --admin-tls-cert.
+  asio::awaitable<void> serve(tcp::socket socket) {
     auto self = shared_from_this();
     // However the session ends (the peer, its deadline, or cancellation), its slot is free.
     struct release_slot {
@@ -205,19 +221,41 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         server.notify();
       }
     } slot{*this};
-    registry.push_back({&stream, true, std::chrono::steady_clock::now()});
+    boost::system::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    const std::string remote = ec ? std::string("-") : peer.address().to_string();
+    if (tls) {
+      tls_stream stream(beast::tcp_stream(std::move(socket)), *tls);
+      co_await serve_on(stream, remote);
+    } else {
+      beast::tcp_stream stream(std::move(socket));
+      co_await serve_on(stream, remote);
+    }
+  }
+
+  /// The requests of one connection, in turn, until it closes or its deadline passes.
+  template <class Stream>
+  asio::awaitable<void> serve_on(Stream& stream, const std::string& remote) {
+    auto& tcp_layer = beast::get_lowest_layer(stream);
+    registry.push_back({&tcp_layer, true, std::chrono::steady_clock::now()});
     auto me = std::prev(registry.end());
     struct unregister {
       std::list<session_state>& registry;
       std::list<session_state>::iterator me;
       ~unregister() { registry.erase(me); }
     } forget{registry, me};
+    if constexpr (std::is_same_v<Stream, tls_stream>) {
+      // The handshake within the read deadline, idle meanwhile (it may be closed to make room).
+      tcp_layer.expires_after(admin_read_deadline);
+      auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, tuple_awaitable);
+      if (hec || !me->stream) co_return;  // plain HTTP on the TLS port, a refused certificate, a timeout
+    }
     beast::flat_buffer buffer;
     for (;;) {
       // The whole request (and the idle wait before it) within the read deadline: a client
       // that sends nothing, or drips, holds its slot this long at most. While no byte of the
       // next request has come, the connection is idle and may be closed to make room.
-      stream.expires_after(admin_read_deadline);
+      tcp_layer.expires_after(admin_read_deadline);
       if (buffer.size() == 0) {
         me->idle = true;
         me->idle_since = std::chrono::steady_clock::now();
@@ -229,31 +267,14 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
       http::request_parser<http::string_body> parser;  // Beast's limits: 1 MiB body, 8 KiB header
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
       if (ec) {
-        // A request Beast refused: say why before closing, rather than a bare reset. A timeout,
-        // the peer's close or a partial request get nothing (nobody reads the answer).
-        if (auto refused = refusal_of(ec)) {
-          stream.expires_after(admin_read_deadline);
-          co_await http::async_write(stream, *refused, tuple_awaitable);
-          boost::system::error_code ignored;
-          stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-          // Closing with unread bytes (the rest of a large body) would reset the connection and
-          // could discard the answer before the client reads it: drain a bounded while first.
-          stream.expires_after(2s);
-          std::size_t drained = 0;
-          while (drained < 8 * 1024 * 1024) {
-            buffer.clear();
-            auto [dec, dn] = co_await stream.async_read_some(buffer.prepare(65536), tuple_awaitable);
-            if (dec) break;
-            drained += dn;
-          }
-        }
+        co_await refuse(stream, buffer, ec);
         co_return;
       }
       auto& req = parser.get();
       http::response<http::string_body> res{http::status::ok, req.version()};
       res.set(http::field::server, "walhook");
       set_security_headers(res);
-      co_await respond(req, res, stream);
+      co_await respond(req, res, remote);
       // HEAD: the GET's headers (its Content-Length included), no body.
       const bool head = req.method() == http::verb::head;
       res.keep_alive(req.keep_alive());
@@ -263,35 +284,44 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         res.body().clear();
         res.content_length(length);
       }
-      stream.expires_after(admin_read_deadline);
+      tcp_layer.expires_after(admin_read_deadline);
       auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
       if (wec || !req.keep_alive()) co_return;
     }
   }
 
+  /// A request Beast refused: say why before closing, rather than a bare reset. A timeout, the
+  /// peer's close or a partial request get nothing (nobody reads the answer).
+  template <class Stream>
+  asio::awaitable<void> refuse(Stream& stream, beast::flat_buffer& buffer, const boost::system::error_code& ec) {
+    auto refused = refusal_of(ec);
+    if (!refused) co_return;
+    auto& tcp_layer = beast::get_lowest_layer(stream);
+    tcp_layer.expires_after(admin_read_deadline);
+    co_await http::async_write(stream, *refused, tuple_awaitable);
+    boost::system::error_code ignored;
+    tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    // Closing with unread bytes (the rest of a large body) would reset the connection and
+    // could discard the answer before the client reads it: drain a bounded while first.
+    tcp_layer.expires_after(2s);
+    std::size_t drained = 0;
+    while (drained < 8 * 1024 * 1024) {
+      buffer.clear();
+      auto [dec, dn] = co_await stream.async_read_some(buffer.prepare(65536), tuple_awaitable);
+      if (dec) break;
+      drained += dn;
+    }
+  }
+
   /// The answer to one request, body included (a HEAD's is dropped by the caller).
   asio::awaitable<void> respond(const http::request<http::string_body>& req, http::response<http::string_body>& res,
-                                beast::tcp_stream& stream) {
+                                const std::string& remote) {
     std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
     const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
     if (path.starts_with("/api/") || path == "/api") {
-      api_request a;
-      a.method = std::string(req.method_string());
-      a.target = std::string(target);
-      a.host = std::string(req[http::field::host]);
-      a.authorization = std::string(req[http::field::authorization]);
-      a.content_type = std::string(req[http::field::content_type]);
-      a.operator_name = std::string(req["X-Walhook-Operator"]);
-      boost::system::error_code ec;
-      auto peer = stream.socket().remote_endpoint(ec);
-      if (!ec) a.remote = peer.address().to_string();
-      a.body = req.body();
-      auto answer = co_await api.handle(a);
-      res.result(static_cast<http::status>(answer.status));
-      res.set(http::field::content_type, "application/json");
-      res.set(http::field::cache_control, "no-store");
-      res.body() = std::move(answer.body);
+      const auto a = api_request_of(req, remote);
+      set_api_answer(res, co_await api.handle(a));
       co_return;
     }
     // Non-API answers are text unless a route says otherwise (a console file, /metrics).
@@ -314,8 +344,14 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         res.body() = "no such console page\n";
       }
     } else if (path == "/metrics") {
-      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-      res.body() = co_await eng.metrics_text();
+      // The API's access rules: the bearer token if there is one, else a loopback Host.
+      const auto a = api_request_of(req, remote);
+      if (auto denied = co_await api.admit(a)) {
+        set_api_answer(res, std::move(*denied));
+      } else {
+        res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        res.body() = co_await metrics.text();
+      }
     } else if (path == "/healthz") {
       res.body() = "ok\n";
     } else if (path == "/readyz") {
@@ -333,8 +369,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-admin_server::admin_server(asio::any_io_executor ex, const std::string& listen, engine& e, admin_access access)
-    : impl_(std::make_shared<impl>(ex, parse_listen(listen), e, std::move(access))) {
+admin_server::admin_server(asio::any_io_executor ex, engine& e, const admin_access& access)
+    : impl_(std::make_shared<impl>(ex, e, access)) {
   impl_->tasks.spawn(impl_->accept_loop(), "admin accept");
 }
 
@@ -347,6 +383,7 @@ void admin_server::stop() {
   impl_->acceptor.close(ignored);
   impl_->notify();
   impl_->tasks.emit(asio::cancellation_type::terminal);  // sessions end with their connection
+  impl_->metrics.stop();
   impl_->api.stop();
 }
 

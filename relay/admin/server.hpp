@@ -1,11 +1,13 @@
 #pragma once
 // The admin HTTP endpoint of `walhook run --admin-listen HOST:PORT` (Boost.Beast):
-//   GET /metrics  Prometheus text exposition of the engine (engine::metrics_text)
+//   GET /metrics  Prometheus text exposition of the engine (engine::metrics_text), at most a
+//                 second old (metrics_cache.hpp), under the API's access rules
 //   GET /healthz  200 while the process runs
 //   GET /readyz   200 while this instance streams the slot, 503 otherwise (standby, reconnecting)
 //   /api/...      the admin API (relay/admin/api.hpp, docs/api.md), under its access rules
 //   GET /console/ the operator console's pages (relay/admin/console_assets.hpp); / redirects there
-// HEAD answers every GET route with the GET's headers and no body.
+// HEAD answers every GET route with the GET's headers and no body. With --admin-tls-cert and
+// --admin-tls-key every connection starts with a TLS handshake (Boost.Beast ssl_stream).
 //
 // Bounded so it can never take what deliveries need (issue 9): at most max_admin_connections
 // at once. At the cap the connection idle longest (no request bytes since its last response)
@@ -39,10 +41,11 @@ inline constexpr std::chrono::milliseconds accept_backoff_max{1000};
 
 class admin_server {
  public:
-  /// Binds `listen` ("localhost:9187", "127.0.0.1:9187", "[::1]:9187" or ":9187" for all
-  /// addresses; a name is resolved, IPv4 first). `access`: the API's rules (check_admin_access()).
-  /// Throws std::runtime_error on a bad address or a port in use.
-  admin_server(boost::asio::any_io_executor ex, const std::string& listen, engine& e, admin_access access = {});
+  /// Binds the address check_admin_access() resolved --admin-listen to (access.bind_address,
+  /// access.port), speaking TLS if access.tls; `access` also holds the API's rules. Logs
+  /// admin.plain_http (warn) for a non-loopback address without TLS. Throws std::runtime_error
+  /// on a port in use.
+  admin_server(boost::asio::any_io_executor ex, engine& e, const admin_access& access);
   ~admin_server();
   unsigned short port() const;
   void stop();

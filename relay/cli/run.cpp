@@ -133,7 +133,11 @@ void add_process_flags(CLI::App* c, run_options& run) {
                 "Serve the console (/console/), its JSON API (/api/), /metrics (Prometheus), /healthz and /readyz on "
                 "HOST:PORT, e.g. localhost:9187 (a non-loopback address needs --admin-token-file)");
   c->add_option("--admin-token-file", run.admin_token_file,
-                "File holding the bearer token the admin API (/api/) requires (Authorization: Bearer <token>)");
+                "File holding the bearer token (at least 16 bytes) that /api/ and /metrics require "
+                "(Authorization: Bearer <token>)");
+  c->add_option("--admin-tls-cert", run.admin_tls_cert,
+                "PEM certificate chain: the admin listener speaks HTTPS (with --admin-tls-key)");
+  c->add_option("--admin-tls-key", run.admin_tls_key, "PEM private key of --admin-tls-cert");
   c->add_option("--recent-outcomes", run.recent_outcomes,
                 "Finished attempts kept in memory for the console's \"did endpoint X get event Y?\" (0: none)")
       ->capture_default_str();
@@ -263,12 +267,13 @@ int serve(run_options options, const admin_access& access) {
   std::unique_ptr<admin_server> admin;
   if (!admin_listen.empty()) {
     try {
-      admin = std::make_unique<admin_server>(ioc.get_executor(), admin_listen, e, access);
+      admin = std::make_unique<admin_server>(ioc.get_executor(), e, access);
     } catch (const std::exception& err) {
       throw cli_error(err.what());
     }
-    log::info("admin.listening", {{"address", admin_listen}, {"port", static_cast<unsigned>(admin->port())},
-                                  {"api_token", !access.token.empty()}});
+    log::info("admin.listening", {{"address", admin_listen}, {"bound", access.bind_address},
+                                  {"port", static_cast<unsigned>(admin->port())}, {"api_token", !access.token.empty()},
+                                  {"tls", access.tls != nullptr}});
   }
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,

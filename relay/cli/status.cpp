@@ -30,6 +30,7 @@ struct status_args {
   bool json = false;
   std::string admin_url;         ///< a running walhook's admin listener, for its live queued/in_flight ("": not shown)
   std::string admin_token_file;  ///< its bearer token, if it needs one
+  std::string admin_ca_file;     ///< a CA (PEM) to trust for an https:// --admin-url besides the system's
 };
 
 /// Live numbers of one endpoint in a running walhook (GET /api/endpoints, docs/api.md).
@@ -38,21 +39,44 @@ struct live_numbers {
   std::int64_t in_flight = 0;
 };
 
+/// Every page of GET /api/endpoints (?limit=1000, then ?after=<next> until next is null; a
+/// walhook from before paging answers one page without next).
+std::map<std::int64_t, live_numbers> fetch_pages(const status_args& a, const admin_target& target) {
+  std::map<std::int64_t, live_numbers> out;
+  std::string after;
+  for (int page = 0; page < 100000; ++page) {
+    const std::string path = "/api/endpoints?limit=1000" + (after.empty() ? "" : "&after=" + after);
+    const std::string body = admin_get(target, path);
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    simdjson::dom::array endpoints;
+    if (parser.parse(body).get(doc) || doc["endpoints"].get_array().get(endpoints))
+      throw cli_error(fmt::format("--admin-url {}: GET /api/endpoints did not answer {{\"endpoints\": [...]}}", a.admin_url));
+    for (auto e : endpoints) {
+      std::int64_t id = 0, queued = 0, in_flight = 0;
+      if (e["id"].get_int64().get(id) || e["queued"].get_int64().get(queued) || e["in_flight"].get_int64().get(in_flight))
+        continue;
+      out[id] = {queued, in_flight};
+    }
+    std::string_view next;
+    if (doc["next"].get_string().get(next) || next.empty() || next == after) break;  // null or absent: the last page
+    after = std::string(next);
+  }
+  return out;
+}
+
 std::map<std::int64_t, live_numbers> fetch_live(const status_args& a) {
-  const std::string token = a.admin_token_file.empty() ? "" : read_token_file(a.admin_token_file);
-  const std::string body = admin_get(a.admin_url, "/api/endpoints", token);
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::array endpoints;
-  if (parser.parse(body).get(doc) || doc["endpoints"].get_array().get(endpoints))
-    throw cli_error(fmt::format("--admin-url {}: GET /api/endpoints did not answer {{\"endpoints\": [...]}}", a.admin_url));
+  const admin_target target{.base_url = a.admin_url,
+                            .token = a.admin_token_file.empty() ? "" : read_token_file(a.admin_token_file),
+                            .ca_file = a.admin_ca_file};
+  auto out = fetch_pages(a, target);
   // A standby holds nothing in memory: its zeros would read as "nothing in flight".
   bool streaming = true;
-  simdjson::dom::parser overview_parser;  // its own: a second parse would invalidate `endpoints`
+  simdjson::dom::parser overview_parser;
   simdjson::dom::element overview;
   std::string overview_body;
   try {
-    overview_body = admin_get(a.admin_url, "/api/overview", token);
+    overview_body = admin_get(target, "/api/overview");
   } catch (const cli_error&) {
     // an older walhook, or a database hiccup: the endpoints' numbers still stand
   }
@@ -60,13 +84,6 @@ std::map<std::int64_t, live_numbers> fetch_live(const status_args& a) {
       !overview["streaming"].get_bool().get(streaming) && !streaming)
     std::cerr << "walhook: " << a.admin_url << " is not streaming the slot (a standby, or reconnecting): its live "
               << "numbers are 0; give the --admin-url of the instance that streams\n";
-  std::map<std::int64_t, live_numbers> out;
-  for (auto e : endpoints) {
-    std::int64_t id = 0, queued = 0, in_flight = 0;
-    if (e["id"].get_int64().get(id) || e["queued"].get_int64().get(queued) || e["in_flight"].get_int64().get(in_flight))
-      continue;
-    out[id] = {queued, in_flight};
-  }
   return out;
 }
 
@@ -214,9 +231,13 @@ command add_status(CLI::App& app) {
   add_database_url(c, a->database_url);
   c->add_flag("--json", a->json, "One JSON object per endpoint (absent values are null)");
   c->add_option("--admin-url", a->admin_url,
-                "http://HOST:PORT of the running walhook's --admin-listen: show its live queued and in_flight")
+                "http://HOST:PORT (https:// with --admin-tls-cert) of the running walhook's --admin-listen: show its "
+                "live queued and in_flight")
       ->envname("WALHOOK_ADMIN_URL");
   c->add_option("--admin-token-file", a->admin_token_file, "File with the admin API's bearer token");
+  c->add_option("--admin-ca-file", a->admin_ca_file,
+                "PEM CA certificate(s) to trust for an https:// --admin-url, besides the system's (e.g. the "
+                "listener's self-signed certificate)");
   return {c, [a] { return status(*a); }};
 }
 

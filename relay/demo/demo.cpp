@@ -214,7 +214,7 @@ int cmd_demo(const demo_args& a) {
   if (!listen.empty() && listen != "off") {
     try {
       options.admin_listen = listen;
-      admin = std::make_unique<admin_server>(ioc.get_executor(), listen, relay, check_admin_access(options));
+      admin = std::make_unique<admin_server>(ioc.get_executor(), relay, check_admin_access(options));
       std::cout << fmt::format("  console   http://localhost:{}/console/  (metrics: /metrics)\n", admin->port());
     } catch (const std::exception& e) {
       std::cout << "  console   not started: " << e.what() << " (give --admin-listen localhost:PORT)\n";

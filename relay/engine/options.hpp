@@ -77,6 +77,10 @@ struct run_options {
   /// --admin-token-file: the bearer token of /api (the file's first line, trimmed); required for
   /// a non-loopback admin_listen. "" = none.
   std::string admin_token_file;
+  /// --admin-tls-cert, --admin-tls-key: PEM files (the certificate chain, its private key); with
+  /// both the admin listener speaks HTTPS. "" = plain HTTP.
+  std::string admin_tls_cert;
+  std::string admin_tls_key;
 };
 
 }  // namespace walhook::relay

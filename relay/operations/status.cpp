@@ -37,6 +37,7 @@ endpoint_status status_of_row(const pg::query_result& r, int i) {
   s.following_outbox_since = timestamp_of(r, i, 21);
   s.events_drained = r.integer(i, 22);
   s.owed = r.integer(i, 23);
+  s.since_us = r.integer(i, 24);
   return s;
 }
 
@@ -47,8 +48,22 @@ std::optional<std::string> timestamp_of(const pg::query_result& r, int row, int 
   return pg_timestamptz_to_iso8601(r.value(row, col)).value_or(std::string(r.value(row, col)));
 }
 
-std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only) {
-  pg::params p{only ? std::optional<std::string>(std::to_string(*only)) : std::nullopt};
+endpoint_page_key page_key_of(const endpoint_status& s) {
+  return {.since_us = s.since_us, .failures = s.consecutive_failures, .dead = s.dead, .id = s.id};
+}
+
+std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only,
+                                               const std::optional<endpoint_page>& page) {
+  pg::params p(6);  // $1 only; $2..$5 the page's start; $6 its size (sql/statements/endpoint_status.sql)
+  if (only) p[0] = std::to_string(*only);
+  if (page && page->after) {
+    const endpoint_page_key& after = *page->after;
+    p[1] = std::to_string(after.since_us);
+    p[2] = std::to_string(after.failures);
+    p[3] = std::to_string(after.dead);
+    p[4] = std::to_string(after.id);
+  }
+  if (page) p[5] = std::to_string(page->limit);
   auto r = db.exec(std::string(sql::statements::endpoint_status), p);
   std::vector<endpoint_status> out;
   out.reserve(static_cast<std::size_t>(r.rows()));

@@ -47,13 +47,38 @@ struct endpoint_status {
   std::optional<std::string> following_outbox_since;
   std::int64_t events_drained = 0;  ///< deliveries its cursor read back from the outbox
   std::int64_t owed = 0;            ///< outbox rows its cursor owes it now (counted up to 100,000)
+  /// When its oldest pending age started, microseconds since 1970 (INT64_MAX if it has none):
+  /// the first member of its place in the order (page_key_of).
+  std::int64_t since_us = 0;
+};
+
+/// An endpoint's place in the worst-first order, which does not move while its state does not
+/// (the age's start, not the age): a page of endpoint_statuses starts after one.
+struct endpoint_page_key {
+  std::int64_t since_us = 0;  ///< endpoint_status::since_us
+  std::int64_t failures = 0;  ///< consecutive_failures
+  std::int64_t dead = 0;
+  std::int64_t id = 0;
+  bool operator==(const endpoint_page_key&) const = default;
+};
+
+/// The place of `s` in the order. Pure.
+endpoint_page_key page_key_of(const endpoint_status& s);
+
+/// A page of endpoint_statuses: at most `limit` endpoints, after `after` (nullopt: from the first).
+struct endpoint_page {
+  std::optional<endpoint_page_key> after;
+  std::int64_t limit = 100;
+  bool operator==(const endpoint_page&) const = default;
 };
 
 /// The endpoints worst first: the oldest pending age (none last), then failures in a row, then
 /// dead letters (an endpoint whose deliveries die unattempted, e.g. an invalid URL, has neither
-/// of the first two), then id. `only`: that endpoint alone (no row: it does not exist). Counts
-/// and age leave out a removed endpoint's rows that had the same id. Throws pg_error.
-std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only = std::nullopt);
+/// of the first two), then id. `only`: that endpoint alone (no row: it does not exist). `page`:
+/// only that page (nullopt: every endpoint). Counts and age leave out a removed endpoint's rows
+/// that had the same id. Throws pg_error.
+std::vector<endpoint_status> endpoint_statuses(blocking_db& db, std::optional<std::int64_t> only = std::nullopt,
+                                               const std::optional<endpoint_page>& page = std::nullopt);
 
 /// A timestamptz column as RFC 3339 UTC (common/time.hpp, microseconds when it has them), or
 /// PostgreSQL's own text when RFC 3339 cannot say it ('infinity', BC); nullopt for NULL.

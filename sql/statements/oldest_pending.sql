@@ -1,5 +1,6 @@
 -- Per endpoint: seconds since the oldest event still waiting in walhook.deliveries was created.
--- Runs on every /metrics scrape: one probe of the partial index deliveries_open_age (endpoint_id,
+-- Runs for /metrics, at most once a second however often it is scraped (relay/admin/
+-- metrics_cache.hpp): one probe of the partial index deliveries_open_age (endpoint_id,
 -- event_created_at) WHERE status IN ('pending', 'sending') per endpoint (its first entry is the
 -- oldest), instead of reading every open row (bench/RESULTS.md, "oldest pending age").
 -- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), as in load_endpoints.

@@ -316,15 +316,22 @@ TEST_CASE("status: a breaker-paused endpoint shows as paused; --json writes null
   asio::io_context ioc;
   test::scripted_http_server api(ioc);
   std::string authorization;
+  std::vector<std::string> targets;
   api.set_handler([&](const test::recorded_request& r) {
     authorization = r.header("Authorization");
+    targets.push_back(r.target);
     if (r.target == "/api/overview")  // a standby: its zeros must not pass for "nothing in flight"
       return test::scripted_action::respond(200, {"Content-Type: application/json"}, R"({"streaming": false})");
-    if (r.target != "/api/endpoints") return test::scripted_action::respond(404);
-    return test::scripted_action::respond(
-        200, {"Content-Type: application/json"},
-        fmt::format(R"({{"endpoints": [{{"id": {}, "queued": 7, "in_flight": 3}}, {{"id": {}, "queued": 0, "in_flight": 0}}]}})",
-                    bad, good));
+    // Two pages (docs/api.md): the CLI follows "next".
+    if (r.target == "/api/endpoints?limit=1000")
+      return test::scripted_action::respond(
+          200, {"Content-Type: application/json"},
+          fmt::format(R"({{"endpoints": [{{"id": {}, "queued": 7, "in_flight": 3}}], "next": "page-2"}})", bad));
+    if (r.target == "/api/endpoints?limit=1000&after=page-2")
+      return test::scripted_action::respond(
+          200, {"Content-Type: application/json"},
+          fmt::format(R"({{"endpoints": [{{"id": {}, "queued": 1, "in_flight": 0}}], "next": null}})", good));
+    return test::scripted_action::respond(404);
   });
   auto work = asio::make_work_guard(ioc);
   std::thread server([&] { ioc.run(); });
@@ -348,6 +355,9 @@ TEST_CASE("status: a breaker-paused endpoint shows as paused; --json writes null
   simdjson::dom::element l = parser3.parse(live[bad]);
   CHECK(int64_t(l["queued"]) == 7);
   CHECK(int64_t(l["in_flight"]) == 3);
+  simdjson::dom::element g = parser3.parse(live[good]);
+  CHECK(int64_t(g["queued"]) == 1);  // from the second page
+  CHECK(std::count(targets.begin(), targets.end(), "/api/endpoints?limit=1000&after=page-2") == 2);  // --json, then text
   CHECK(live_text.find("give --admin-url http://HOST:PORT") == std::string::npos);
   CHECK(live_text.find("is not streaming the slot (a standby, or reconnecting)") != std::string::npos);
 

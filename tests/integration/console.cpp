@@ -4,7 +4,8 @@
 // PostgreSQL: the endpoints table worst first and sortable (the sort survives the auto-refresh),
 // an event delivered at the first try resent from its event page (the receiver gets it again
 // with the same webhook-id), an endpoint paused from its page (walhook.endpoints.status), text
-// from the database shown as text, and the bearer token asked for and used.
+// from the database shown as text, the bearer token asked for and used, and the endpoints a
+// page at a time ("Show more").
 //
 // Without Chromium the browser cases are skipped (a MESSAGE says so), unless
 // WALHOOK_REQUIRE_BROWSER=1 (CI): then the first case fails. With WALHOOK_SCREENSHOTS_DIR set,
@@ -241,6 +242,32 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
       if (e.find("Content Security Policy") != std::string::npos) return true;
     return false;
   }, 5s));
+  CHECK(walhook.stop(20s) == 0);
+}
+
+TEST_CASE("console in Chromium: the endpoints come a page at a time; 'Show more' loads the next, and a refresh keeps them" * doctest::skip(no_browser)) {
+  test::scenario sc("console_pages");
+  sc.db.exec("INSERT INTO walhook.endpoints (tenant_id, url, secret) "
+             "SELECT 'acme', 'http://127.0.0.1:1/' || i, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' FROM generate_series(1, 130) i");
+  int port = relay::free_tcp_port();
+  auto walhook = sc.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", port)});
+  REQUIRE(test::eventually([&] { return walhook.admin_port() != 0; }, 30s));
+  auto b = open_browser();
+  b.navigate(fmt::format("http://127.0.0.1:{}/console/", port));
+  const char* rows = "document.querySelectorAll('#endpoints-table tbody tr[data-endpoint-id]').length";
+  const char* distinct = "new Set([...document.querySelectorAll('#endpoints-table tbody tr[data-endpoint-id]')]"
+                         ".map(r => r.dataset.endpointId)).size";
+  REQUIRE(b.wait_for(fmt::format("{} === 100", rows), 15s));
+  CHECK(b.evaluate_bool("!document.getElementById('endpoints-more').hidden"));
+  b.evaluate(click("#endpoints-more"));
+  REQUIRE(b.wait_for(fmt::format("{} === 130", rows), 15s));
+  CHECK(b.evaluate_string(fmt::format("String({})", distinct)) == "130");
+  CHECK(b.evaluate_bool("document.getElementById('endpoints-more').hidden"));  // the last page
+  // The auto-refresh (5 s) loads as many pages again.
+  const auto updated = b.evaluate_string("document.getElementById('endpoints-updated').textContent");
+  REQUIRE(b.wait_for(fmt::format("document.getElementById('endpoints-updated').textContent !== {}", test::js_string(updated)), 15s));
+  CHECK(b.evaluate_string(fmt::format("String({})", rows)) == "130");
+  CHECK(b.page_errors().empty());
   CHECK(walhook.stop(20s) == 0);
 }
 

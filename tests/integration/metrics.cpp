@@ -1,7 +1,8 @@
 // /metrics on a real PostgreSQL 15 and a real receiver (issue 11): attempts per endpoint and
 // outcome class match what the receiver answered, build info and process metrics are there, a
 // standby on the same slot exports none of the leader's database-derived series, and the
-// oldest-pending query probes the partial index deliveries_open_age.
+// oldest-pending query probes the partial index deliveries_open_age; a scrape flood while that
+// query waits behind a lock is answered from the last text, with one query (issue 19).
 
 #include "delivery/signing.hpp"
 #include "relay/core/version.hpp"
@@ -11,9 +12,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <regex>
+#include <thread>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -166,4 +169,53 @@ TEST_CASE("the oldest-pending query probes deliveries_open_age once per endpoint
   CHECK(s.value(fmt::format("SELECT count(*) FROM ((({0}) EXCEPT ({1})) UNION ALL (({1}) EXCEPT ({0}))) x", old_stmt, stmt)) ==
         "0");
   CHECK(s.value(fmt::format("SELECT count(*) FROM ({}) x", stmt)) == "100");
+}
+
+TEST_CASE("/metrics costs the database one query at a time however often it is scraped: a flood is answered while that query waits") {
+  test::scenario s("metrics_cache");
+  const auto failing = test::add_endpoint(s.db, "t", s.rcv->url("/fail"), delivery::generate_secret());
+  relay::receiver_behaviour unavailable;
+  unavailable.status = 503;
+  s.rcv->set_behaviour("/fail", unavailable);
+  const int port = relay::free_tcp_port();
+  auto walhook = s.start_walhook({"--backoff-base-ms", "600000", "--admin-listen", fmt::format("127.0.0.1:{}", port)});
+  INFO(walhook.log_tail(4000));
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.db.exec("SELECT walhook.publish('t', 'order.created', '{}'::jsonb)");
+  const std::string age_series = fmt::format("walhook_endpoint_oldest_pending_age_seconds{{endpoint=\"{}\"}}", failing);
+  REQUIRE(test::eventually([&] { return sample(scrape(port), age_series).has_value(); }, 20s));
+
+  // The oldest-pending query (the one database read of a scrape) now waits for this lock, and
+  // so does whatever else walhook's state-store connection runs (one statement at a time).
+  relay::blocking_db locker(s.url);
+  locker.exec("BEGIN");
+  locker.exec("LOCK TABLE walhook.deliveries IN ACCESS EXCLUSIVE MODE");
+  const auto locked_at = std::chrono::steady_clock::now();
+  // A scraper: its first scrape more than a second after the last text has it computed, and
+  // waits behind the lock (5 s at most, its deadline); the next ones too, until the lock goes.
+  std::atomic<bool> done{false};
+  std::thread scraper([&] {
+    while (!done) test::http_get(static_cast<unsigned short>(port), "/metrics");
+  });
+  const std::string waiting_query =
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'walhook-state %'";
+  // The text is older than a second by then: every scrape below finds it stale.
+  const bool query_waits = test::eventually(
+      [&] { return std::chrono::steady_clock::now() - locked_at > 1500ms && s.value(waiting_query) == "1"; }, 10s);
+  // Meanwhile a flood: 100 scrapes, each answered with the last text, none starting a query.
+  int answered = 0;
+  if (query_waits)
+    for (int i = 0; i < 100; ++i) {
+      auto [status, body] = test::http_get(static_cast<unsigned short>(port), "/metrics");
+      if (status == 200 && sample(body, age_series).has_value()) ++answered;
+    }
+  const std::string queries_waiting = s.value(waiting_query);
+  locker.exec("ROLLBACK");
+  done = true;
+  scraper.join();
+  REQUIRE(query_waits);
+  CHECK(answered == 100);
+  CHECK(queries_waiting == "1");  // still the one connection's one statement
+  CHECK(test::eventually([&] { return sample(scrape(port), age_series).has_value(); }, 10s));
+  CHECK(walhook.stop() == 0);
 }

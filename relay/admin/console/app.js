@@ -8,6 +8,7 @@
 
 (() => {
   const REFRESH_MS = 5000;
+  const PAGE_SIZE = 100;  // endpoints per page of GET /api/endpoints ("Show more" adds a page)
   const TOKEN_KEY = 'walhook.token';
   const OPERATOR_KEY = 'walhook.operator';
 
@@ -439,6 +440,25 @@
       el('caption', { class: 'sr-only' }, 'Endpoints; click a column header to sort'),
       el('thead', {}, headRow), tbody);
     let endpoints = null;
+    let pages = 1;  // pages of GET /api/endpoints shown; each refresh loads as many again
+    let next = null;  // the cursor of the page after them, null after the last
+    const shownNote = el('span', { class: 'muted', id: 'endpoints-shown' });
+    const more = el('button', { type: 'button', id: 'endpoints-more', hidden: true,
+      onclick: () => { pages += 1; load(false); } }, 'Show ' + PAGE_SIZE + ' more');
+
+    /** The first `pages` pages of the endpoints, worst first, and the cursor of the next one. */
+    async function fetchEndpoints() {
+      const list = [];
+      let after = null;
+      for (let i = 0; i < pages; i++) {
+        const page = await api('GET', '/api/endpoints?limit=' + PAGE_SIZE +
+          (after ? '&after=' + encodeURIComponent(after) : ''));
+        list.push(...((page && page.endpoints) || []));
+        after = (page && page.next) || null;
+        if (!after) break;
+      }
+      return { list, next: after };
+    }
 
     for (const col of ENDPOINT_COLUMNS) {
       const arrow = el('span', { class: 'sort-arrow', 'aria-hidden': 'true' });
@@ -462,6 +482,9 @@
       }
       resetSort.hidden = state.sort.key === null;
       if (!endpoints) return;
+      more.hidden = next === null;
+      shownNote.textContent = next === null ? '' : 'the worst ' + endpoints.length + ' shown' +
+        (state.sort.key === null ? '' : ' (a column sorts those)');
       if (endpoints.length === 0) {
         tbody.replaceChildren(el('tr', {}, el('td', { colspan: ENDPOINT_COLUMNS.length, class: 'muted' },
           'No endpoints yet: add one with `walhook endpoint add`.')));
@@ -475,7 +498,7 @@
     async function load(background) {
       try {
         // The overview answers from memory while PostgreSQL is down: show its cards either way.
-        const [oa, la] = await Promise.allSettled([api('GET', '/api/overview'), api('GET', '/api/endpoints')]);
+        const [oa, la] = await Promise.allSettled([api('GET', '/api/overview'), fetchEndpoints()]);
         if (gen !== state.generation) return;
         if (oa.status === 'fulfilled') {
           const o = oa.value;
@@ -486,8 +509,8 @@
         }
         if (la.status === 'rejected') throw la.reason;
         if (oa.status === 'rejected') throw oa.reason;
-        const list = la.value;
-        endpoints = (list && list.endpoints) || [];
+        endpoints = la.value.list;
+        next = la.value.next;
         banner.replaceChildren();
         render();
         updatedNote(updated);
@@ -506,7 +529,8 @@
       el('section', { class: 'card', 'aria-labelledby': 'endpoints-title' },
         el('div', { class: 'card-head' }, el('h2', { id: 'endpoints-title' }, 'Worst first'),
           el('span', { class: 'muted' }, 'by oldest pending age, then failures in a row, then dead letters'), resetSort, updated),
-        el('div', { class: 'table-wrap' }, table)));
+        el('div', { class: 'table-wrap' }, table),
+        el('div', { class: 'table-foot' }, more, shownNote)));
     render();
     load(false).then(() => autoRefresh(gen, load));
   }

@@ -5,6 +5,7 @@
 #include "relay/admin/http_status.hpp"
 #include "relay/engine/options.hpp"
 #include "relay/operations/blocking_db.hpp"
+#include "tests/support/scripted_http_server.hpp"
 
 #include <doctest/doctest.h>
 
@@ -63,7 +64,7 @@ TEST_CASE("admin access: without a token, Host decides (DNS rebinding); POST nee
 }
 
 TEST_CASE("admin access: with a token, the bearer token decides (any Host)") {
-  admin_access tok{"s3cret-token", false};
+  admin_access tok{.token = "s3cret-token", .loopback_only = false};
   CHECK(status_of(tok, request("GET", "walhook.internal:9187", "Bearer s3cret-token")) == 0);
   CHECK(status_of(tok, request("GET", "walhook.internal:9187", "bearer s3cret-token")) == 0);
   CHECK(status_of(tok, request("GET", "walhook.internal:9187")) == 401);
@@ -96,10 +97,10 @@ TEST_CASE("admin access: --admin-listen and --admin-token-file checks") {
   }
   o.admin_listen = ":9187";
   CHECK_THROWS_AS(check_admin_access(o), cli_error);
-  const auto file = temp_file("  tok-123\n");
+  const auto file = temp_file("  tok-0123456789abcdef\n");
   o.admin_token_file = file;
   auto a = check_admin_access(o);
-  CHECK(a.token == "tok-123");
+  CHECK(a.token == "tok-0123456789abcdef");
   CHECK_FALSE(a.loopback_only);
   CHECK(token_fingerprint(a.token).starts_with("sha256:"));
   CHECK(token_fingerprint(a.token).size() == 7 + 12);
@@ -160,4 +161,94 @@ TEST_CASE("admin API: X-Walhook-Operator is percent-decoded, cleaned and capped 
   std::string hundred;
   for (int i = 0; i < 100; ++i) hundred += "ë";
   CHECK(operator_of(many) == hundred + "…");
+}
+
+TEST_CASE("admin access: a token shorter than 16 bytes is refused, naming the flag") {
+  run_options o;
+  o.admin_listen = "localhost:9187";
+  const auto short_token = temp_file("x\n");
+  o.admin_token_file = short_token;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-token-file"), cli_error);
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("at least 16"), cli_error);
+  const auto fifteen = temp_file("   0123456789abcde   \n");  // 15 bytes once trimmed
+  o.admin_token_file = fifteen;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("has 15 bytes"), cli_error);
+  const auto sixteen = temp_file("0123456789abcdef\n");
+  o.admin_token_file = sixteen;
+  CHECK(check_admin_access(o).token == "0123456789abcdef");
+  for (const auto& f : {short_token, fifteen, sixteen}) std::remove(f.c_str());
+}
+
+TEST_CASE("admin access: --admin-listen is resolved once, to the address the listener binds") {
+  run_options o;
+  o.admin_listen = "localhost:0";
+  auto a = check_admin_access(o);
+  CHECK(a.bind_address == "127.0.0.1");  // a name: its first IPv4 address
+  CHECK(a.loopback_only);
+  CHECK(a.port == 0);
+  o.admin_listen = "[::1]:9187";
+  a = check_admin_access(o);
+  CHECK(a.bind_address == "::1");
+  CHECK(a.port == 9187);
+  const auto token = temp_file("0123456789abcdef0123\n");
+  o.admin_token_file = token;
+  o.admin_listen = ":9187";
+  a = check_admin_access(o);
+  CHECK(a.bind_address == "::");
+  CHECK_FALSE(a.loopback_only);
+  o.admin_listen = "no-such-host.invalid:9187";
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("cannot resolve"), cli_error);
+  std::remove(token.c_str());
+}
+
+TEST_CASE("admin access: --admin-tls-cert and --admin-tls-key, both or neither, loaded before the start") {
+  const auto id = walhook::test::make_test_certificate("IP:127.0.0.1,DNS:localhost");
+  const auto other = walhook::test::make_test_certificate("DNS:localhost");
+  const auto cert = temp_file(id.certificate_pem), key = temp_file(id.private_key_pem),
+             other_key = temp_file(other.private_key_pem);
+  run_options o;
+  o.admin_listen = "127.0.0.1:0";
+  CHECK(check_admin_access(o).tls == nullptr);
+  o.admin_tls_cert = cert;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-tls-cert needs --admin-tls-key"), cli_error);
+  o.admin_tls_cert.clear();
+  o.admin_tls_key = key;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-tls-key needs --admin-tls-cert"), cli_error);
+  o.admin_tls_cert = cert;
+  CHECK(check_admin_access(o).tls != nullptr);
+  o.admin_tls_key = other_key;
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("is not the key of --admin-tls-cert"), cli_error);
+  o.admin_tls_key = cert;  // a certificate where the key should be
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-tls-key"), cli_error);
+  o.admin_tls_key = key;
+  o.admin_tls_cert = "/nonexistent/cert.pem";
+  CHECK_THROWS_WITH_AS(check_admin_access(o), doctest::Contains("--admin-tls-cert /nonexistent/cert.pem"), cli_error);
+  for (const auto& f : {cert, key, other_key}) std::remove(f.c_str());
+}
+
+TEST_CASE("admin access: failed authentications are logged at most once per interval, counting the rest") {
+  using namespace std::chrono_literals;
+  auth_failure_log failures(10s);
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  CHECK(failures.failed(t0) == 1);  // the first one logs at once
+  for (int i = 1; i <= 500; ++i) CHECK(failures.failed(t0 + i * 10ms) == 0);  // a flood: nothing
+  CHECK(failures.failed(t0 + 10s) == 501);  // the next line counts them, and itself
+  CHECK(failures.failed(t0 + 12s) == 0);
+  CHECK(failures.failed(t0 + 25s) == 2);
+  CHECK(failures.failed(t0 + 1h) == 1);
+}
+
+TEST_CASE("admin API: X-Walhook-Operator drops C1 and bidirectional controls; bytes not UTF-8 become U+FFFD") {
+  CHECK(operator_of("Zo%C3%AB") == "Zoë");
+  CHECK(operator_of("eve%E2%80%AEnimda") == "evenimda");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  CHECK(operator_of("a%E2%81%A6b%E2%81%A9c") == "abc");  // U+2066, U+2069 isolates
+  CHECK(operator_of("a%E2%80%8Fb") == "ab");  // U+200F RIGHT-TO-LEFT MARK
+  CHECK(operator_of("a%C2%85b%C2%9Bc") == "abc");  // NEL, CSI (C1)
+  CHECK(operator_of("a%7Fb") == "ab");
+  // The UTF-8 walk checks every continuation byte: "%C3(" is not "Ã" swallowing the "(".
+  CHECK(operator_of("x%C3(y") == "x\xEF\xBF\xBD(y");
+  CHECK(operator_of("%E2%82") == "\xEF\xBF\xBD\xEF\xBF\xBD");  // truncated
+  CHECK(operator_of("%C0%AF") == "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  CHECK(operator_of("%ED%A0%80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  CHECK(operator_of("%F0%9F%98%80") == "😀");
 }

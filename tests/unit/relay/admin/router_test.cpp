@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -99,4 +100,44 @@ TEST_CASE("segments_of: the path's segments, the query string dropped") {
   CHECK(segments_of("/api/endpoints/3?x=/y") == std::vector<std::string>{"api", "endpoints", "3"});
   CHECK(segments_of("/api//overview/") == std::vector<std::string>{"api", "overview"});
   CHECK(segments_of("/").empty());
+}
+
+TEST_CASE("route_of: GET /api/endpoints pages: ?limit from 1 to 1000 (default 100), ?after a cursor; 400 otherwise") {
+  using walhook::relay::operations::endpoint_page_key;
+  auto page = [](const std::string& target) { return std::get<api_route>(route_of("GET", target)).page; };
+  auto status = [](const std::string& target) {
+    auto r = route_of("GET", target);
+    return std::holds_alternative<api_response>(r) ? std::get<api_response>(r).status : 0u;
+  };
+  CHECK(page("/api/endpoints").limit == 100);
+  CHECK_FALSE(page("/api/endpoints").after);
+  CHECK(page("/api/endpoints?limit=1").limit == 1);
+  CHECK(page("/api/endpoints?limit=1000").limit == 1000);
+  CHECK(page("/api/endpoints?other=x&limit=7").limit == 7);  // other members are ignored
+  const endpoint_page_key key{.since_us = 1764561600123456, .failures = 3, .dead = 2, .id = 41};
+  CHECK(page("/api/endpoints?after=" + page_cursor(key)).after == key);
+  CHECK(page("/api/endpoints?limit=5&after=" + page_cursor(key)).limit == 5);
+  for (const char* bad : {"?limit=0", "?limit=1001", "?limit=-1", "?limit=abc", "?limit=", "?limit=10x", "?limit=1e3",
+                          "?limit=99999999999999999999", "?after=", "?after=x", "?after=1.2.3", "?after=1.2.3.4.5",
+                          "?after=1.2.3.0", "?after=n.-1.0.4", "?after=1..3.4", "?after=1.2.3.4x"}) {
+    CAPTURE(bad);
+    CHECK(status(std::string("/api/endpoints") + bad) == 400);
+  }
+  CHECK(status("/api/endpoints?limit=0") == 400);
+  CHECK(std::get<api_response>(route_of("GET", "/api/endpoints?limit=5000")).body.find("from 1 to 1000") != std::string::npos);
+  CHECK(status("/api/endpoints/7?limit=0") == 0);  // one endpoint has no pages
+  CHECK(status("/api/overview?limit=0") == 0);
+}
+
+TEST_CASE("page cursors round-trip, an endpoint without a pending age included") {
+  using walhook::relay::operations::endpoint_page_key;
+  for (const endpoint_page_key& key :
+       {endpoint_page_key{.since_us = std::numeric_limits<std::int64_t>::max(), .failures = 0, .dead = 0, .id = 1},
+        endpoint_page_key{.since_us = 0, .failures = 5, .dead = 9, .id = 9223372036854775807},
+        endpoint_page_key{.since_us = -86400000000, .failures = 1, .dead = 0, .id = 2}}) {
+    const auto text = page_cursor(key);
+    CAPTURE(text);
+    CHECK(parse_page_cursor(text) == key);
+  }
+  CHECK(page_cursor({.since_us = std::numeric_limits<std::int64_t>::max(), .failures = 0, .dead = 1, .id = 3}) == "n.0.1.3");
 }
