@@ -554,9 +554,13 @@ TEST_CASE("secret drop: run checks its privilege; an expired secret stops signin
 
   // Preflight: a role that may not drop expired secrets does not start.
   s.db.exec("REVOKE UPDATE (secret_grace_until) ON walhook.endpoints FROM walhook_relay");
-  CHECK(test::run_walhook(test::run_args(relay_url, s.slot), out) == 1);
-  CHECK(out.find("missing privileges on the walhook tables: UPDATE on walhook.endpoints (secret_grace_until)") !=
-        std::string::npos);
+  // (Under `timeout`: a walhook that started anyway would run until stopped.)
+  std::vector<std::string> refused{"timeout", "60", test::walhook_binary()};
+  for (const auto& a : test::run_args(relay_url, s.slot)) refused.push_back(a);
+  CHECK(relay::run_process(refused, "", out) == 1);
+  INFO(out);
+  CHECK(out.find("missing privileges on the walhook tables") != std::string::npos);
+  CHECK(out.find(": UPDATE on walhook.endpoints (secret_grace_until)\"}") != std::string::npos);  // that one alone
   s.db.exec("GRANT UPDATE (secret_grace_until) ON walhook.endpoints TO walhook_relay");
 
   test::walhook_process walhook(test::run_args(relay_url, s.slot));
