@@ -48,6 +48,44 @@ std::string bounded_url(std::string shown) {
   return shown;
 }
 
+/// A first path segment shown by redact_url: reads like a word ("services", "api", "v1",
+/// "webhookb2"), not like an id or a token (a UUID, "T000AAAA", base64).
+bool word_like(std::string_view segment) {
+  if (segment.empty() || segment.size() > max_shown_segment) return false;
+  std::size_t digits = 0;
+  for (const char c : segment) {
+    if (c >= '0' && c <= '9') ++digits;
+    else if (!((c >= 'a' && c <= 'z') || c == '.' || c == '-' || c == '_')) return false;
+  }
+  return digits <= 2;
+}
+
+/// Appends a URL path as redact_url shows it: the first segment if it is word_like, and
+/// "/…" for everything else (capability URLs carry their secret in the path).
+void append_path(std::string& out, std::string_view path) {
+  if (path.empty()) return;
+  const auto end = path.find('/', 1);
+  const auto first = path.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
+  const auto rest = end == std::string_view::npos ? std::string_view{} : path.substr(end);
+  if (path == "/") {
+    out += '/';
+  } else if (!word_like(first)) {
+    out += "/\u2026";
+  } else {
+    out += '/';
+    out += first;
+    if (rest == "/") out += '/';
+    else if (!rest.empty()) out += "/\u2026";
+  }
+}
+
+/// Appends "host[:port]/path" (no userinfo, no query) as redact_url shows it.
+void append_host_and_path(std::string& out, std::string_view text) {
+  const auto slash = text.find('/');
+  append_shown(out, text.substr(0, slash));
+  if (slash != std::string_view::npos) append_path(out, text.substr(slash));
+}
+
 /// redact_url for text parse_url refuses (see the header). Over-redacting is cheap here: the
 /// URL does not work anyway, and a password may hold any of '/', '?', '#', '@' unencoded.
 std::string redact_unparsed(std::string_view url) {
@@ -66,9 +104,9 @@ std::string redact_unparsed(std::string_view url) {
   }
   if (last_at != std::string_view::npos) {
     out += "***@";
-    append_shown(out, rest.substr(last_at + 1, query == std::string_view::npos ? query : query - last_at - 1));
+    append_host_and_path(out, rest.substr(last_at + 1, query == std::string_view::npos ? query : query - last_at - 1));
   } else {
-    append_shown(out, rest.substr(0, query));
+    append_host_and_path(out, rest.substr(0, query));
   }
   if (query != std::string_view::npos) {
     if (rest[query] == '?') out += "?***";
@@ -86,7 +124,7 @@ std::string redact_url(std::string_view url) {
   std::string out = t.tls ? "https://" : "http://";
   append_shown(out, host_header(t));
   const auto query = t.target.find('?');
-  append_shown(out, std::string_view(t.target).substr(0, query));
+  append_path(out, std::string_view(t.target).substr(0, query));
   if (query != std::string::npos) out += "?***";
   if (url.find('#') != std::string_view::npos) out += "#***";
   return bounded_url(std::move(out));

@@ -43,21 +43,30 @@ bool is_valid_target(std::string_view target);
 /// port only if it is not the scheme's default (80 for http, 443 for https).
 std::string host_header(const http_target& target);
 
-// Showing URLs and errors to people (logs, last_error, CLI output). Endpoint URLs carry
-// credentials (`user:password@`, `?token=…`) and come from customers, so they are redacted and
-// bounded before they go anywhere a person (or a log pipeline) reads them.
+// Showing URLs and errors to people (logs, last_error, CLI output, the admin API and console,
+// notifications). Endpoint URLs carry credentials (`user:password@`, `?token=…`) and, in
+// capability URLs (Slack's https://hooks.slack.com/services/T…/B…/X…, Discord's, Teams',
+// Zapier's), a secret path; they come from customers, so they are redacted and bounded before
+// they go anywhere a person (or a log pipeline) reads them.
 
 /// Characters of a URL shown by redact_url at most (longer ones end in "...").
 inline constexpr std::size_t max_shown_url = 200;
+/// Characters of the first path segment shown by redact_url at most.
+inline constexpr std::size_t max_shown_segment = 16;
 /// Bytes of an error text (last_error, a log field) kept by cap_text by default.
 inline constexpr std::size_t max_error_text = 1024;
 
-/// `url` as it may be shown: userinfo becomes "***@", the query "?***", the fragment "#***";
-/// bytes outside printable ASCII are percent-encoded; at most max_shown_url characters.
-/// A URL that parse_url accepts is rebuilt from its parts (scheme, host, port, path). Any
-/// other text (Boost.URL cannot parse it, or parse_url refuses it) is cut conservatively:
-/// everything between "scheme://" and the last '@' before the first '?' or '#' is userinfo,
-/// and everything from that '?' or '#' on is dropped. Never fails; pure.
+/// `url` as it may be shown: scheme, host and port; of the path only the first segment, and
+/// only if it reads like a word (at most max_shown_segment characters of a–z, 0–9, '.', '-',
+/// '_', at most two of them digits) — the rest of the path becomes "/…" (U+2026), and so does
+/// a first segment that looks like an id or a token; userinfo becomes "***@", the query
+/// "?***", the fragment "#***"; bytes outside printable ASCII are percent-encoded; at most
+/// max_shown_url characters. "https://hooks.slack.com/services/T0/B0/XXXX?x=1" is shown as
+/// "https://hooks.slack.com/services/…?***". A URL that parse_url accepts is rebuilt from
+/// its parts. Any other text (Boost.URL cannot parse it, or parse_url refuses it) is cut
+/// conservatively: everything between "scheme://" and the last '@' before the first '?' or
+/// '#' is userinfo, the first '/' after it starts the path, and everything from that '?' or
+/// '#' on is dropped. A secret in the host name itself is not recognised. Never fails; pure.
 std::string redact_url(std::string_view url);
 
 /// `text` cut to at most `max_bytes` bytes (ending in "..." when cut, never inside a UTF-8

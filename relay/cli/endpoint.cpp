@@ -5,6 +5,7 @@
 #include "delivery/url.hpp"
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
+#include "relay/core/notifications.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/operations.hpp"
 #include "relay/operations/schema.hpp"
@@ -31,11 +32,30 @@ void print_change(const operations::change& c, const char* what = "deliveries du
 
 // ---------------------------------------------------------------------------------------- add
 
+/// --secret and --secret-file (one or the other): a secret on the command line is visible in the
+/// process list and kept in the shell's history.
+void add_secret_flags(CLI::App* c, std::string& secret, std::string& file, const std::string& help) {
+  auto* given = c->add_option("--secret", secret,
+                              help + "; visible to other users in the process list: prefer --secret-file");
+  auto* from_file = c->add_option("--secret-file", file,
+                                  "Read the secret from the first line of FILE (- for stdin) instead of --secret");
+  given->excludes(from_file);
+}
+
+/// The secret as `endpoint add` and `rotate-secret` print it: itself (generated, or given on the
+/// command line anyway), or, read from a file, only its fingerprint (it stays out of terminals and logs).
+std::string shown_secret(const std::string& secret, const std::string& file) {
+  if (file.empty()) return secret;
+  return fmt::format("from --secret-file ({})", operations::secret_fingerprints(secret));
+}
+
 struct add_args {
   std::string database_url;
   std::string tenant;
+  bool operator_endpoint = false;  ///< --operator: meant for the operator tenant
   std::string url;
-  std::string secret;  ///< empty: generate one
+  std::string secret;       ///< empty: generate one
+  std::string secret_file;  ///< --secret-file: read it from there ("-": stdin)
   int max_concurrency = 4;
   std::vector<std::string> event_types;  ///< empty: all types
   std::string ordering = "none";
@@ -44,28 +64,47 @@ struct add_args {
   CLI::Option* contact = nullptr;
 };
 
+/// The tenant of a new endpoint. The operator tenant's default name is reserved: its endpoints
+/// receive walhook's notifications about every tenant's endpoints (URLs, errors), so a customer
+/// whose tenant id happens to be that name must not get them by accident — it takes --operator
+/// to mean it. --operator alone is that tenant; with --tenant, a tenant `walhook run
+/// --operator-tenant` names.
+std::string tenant_of(const add_args& a) {
+  if (a.tenant.empty() && !a.operator_endpoint)
+    throw cli_error("--tenant is required (or --operator, for an endpoint of the operator tenant that receives "
+                    "walhook's notifications)");
+  if (a.tenant.empty()) return std::string(default_operator_tenant);
+  if (a.tenant == default_operator_tenant && !a.operator_endpoint)
+    throw cli_error(fmt::format("tenant '{}' is reserved for walhook's operator notifications (about every tenant's "
+                                "endpoints): give --operator to add an operator endpoint, or choose another tenant",
+                                default_operator_tenant));
+  return a.tenant;
+}
+
 /// Prints "id: N" and "secret: whsec_…".
 int add(const add_args& a) {
-  if (a.tenant.empty()) throw cli_error("--tenant must not be empty");
+  const std::string tenant = tenant_of(a);
   operations::check_url(a.url);
   if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
   if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
   const auto types = operations::clean_event_types(a.event_types);
-  std::string secret = a.secret.empty() ? delivery::generate_secret() : a.secret;
+  std::string secret = !a.secret_file.empty() ? read_secret_file(a.secret_file)
+                       : a.secret.empty()     ? delivery::generate_secret()
+                                              : a.secret;
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
-  if (contact) operations::check_contact(db, a.contact_endpoint_id, a.tenant);
-  pg::params p{a.tenant, a.url, secret, std::to_string(a.max_concurrency),
+  if (contact) operations::check_contact(db, a.contact_endpoint_id, tenant);
+  pg::params p{tenant, a.url, secret, std::to_string(a.max_concurrency),
                types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
                a.ordering, text_or_null(a.description), contact};
   auto r = db.exec(
       "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
       "contact_endpoint_id) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint) RETURNING id",
       p);
-  std::cout << "id: " << r.value(0, 0) << "\nsecret: " << secret << "\n";
+  std::cout << "id: " << r.value(0, 0) << "\nsecret: " << shown_secret(secret, a.secret_file) << "\n";
   return 0;
 }
 
@@ -73,9 +112,12 @@ command add_add(CLI::App* endpoint) {
   auto a = std::make_shared<add_args>();
   auto* c = endpoint->add_subcommand("add", "Add an endpoint; prints its id and signing secret");
   add_database_url(c, a->database_url);
-  c->add_option("--tenant", a->tenant, "Tenant whose events go to this endpoint")->required();
+  c->add_option("--tenant", a->tenant, "Tenant whose events go to this endpoint (required, unless --operator)");
+  c->add_flag("--operator", a->operator_endpoint,
+              "An endpoint of the operator tenant (walhook-operator, or --tenant NAME as walhook run "
+              "--operator-tenant names it): it receives walhook's notifications about every tenant's endpoints");
   c->add_option("--url", a->url, "http:// or https:// URL that receives the POSTs")->required();
-  c->add_option("--secret", a->secret, "whsec_… signing secret (default: generated)");
+  add_secret_flags(c, a->secret, a->secret_file, "whsec_… signing secret (default: generated)");
   c->add_option("--max-concurrency", a->max_concurrency, "Attempts in flight to this endpoint at most")->capture_default_str();
   c->add_option("--event-types", a->event_types,
                 "Only these event types: comma-separated, exact match of event_type (no wildcards); default all")
@@ -251,23 +293,31 @@ command add_rotate_secret(CLI::App* endpoint) {
     one_endpoint e;
     std::string grace = "24h";
     std::string secret;
+    std::string secret_file;
   };
   auto s = std::make_shared<state>();
   auto* c = add_one_endpoint_verb(endpoint, "rotate-secret",
                                   "New signing secret; the old one stays valid (deliveries carry both signatures) for "
-                                  "--grace, then walhook run drops it",
+                                  "--grace, then walhook run signs with the new one alone and drops it",
                                   s->e);
-  c->add_option("--grace", s->grace, "How long the old secret stays valid (e.g. 24h, 90m, 7d)")->capture_default_str();
-  c->add_option("--secret", s->secret, "The new whsec_… secret (default: generated)");
+  c->add_option("--grace", s->grace, "How long the old secret stays valid (e.g. 24h, 90m, 7d; 0: not at all)")
+      ->capture_default_str();
+  add_secret_flags(c, s->secret, s->secret_file, "The new whsec_… secret (default: generated)");
   return {c, [s] {
             const auto grace = parse_duration(s->grace, "--grace");
+            const std::string secret = s->secret_file.empty() ? s->secret : read_secret_file(s->secret_file);
             blocking_db db(s->e.database_url);
             operations::require_schema(db);
-            auto r = operations::rotate_secret(db, s->e.id, grace, s->secret);
-            std::cout << "secret: " << r.secret << "\n"
-                      << fmt::format("endpoint {}: deliveries are signed with the new secret and the old one(s) until "
-                                     "{}; walhook run then drops the old ones\n",
-                                     s->e.id, r.grace_until);
+            auto r = operations::rotate_secret(db, s->e.id, grace, secret);
+            std::cout << "secret: " << shown_secret(r.secret, s->secret_file) << "\n";
+            if (r.grace_until.empty())
+              std::cout << fmt::format("endpoint {}: the old secret(s) are gone; deliveries are signed with the new "
+                                       "secret alone from now on\n",
+                                       s->e.id);
+            else
+              std::cout << fmt::format("endpoint {}: deliveries are signed with the new secret and the old one(s) "
+                                       "until {}, then with the new one alone (walhook run drops the old ones)\n",
+                                       s->e.id, r.grace_until);
             return 0;
           }};
 }

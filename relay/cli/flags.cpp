@@ -4,8 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fstream>
+#include <iostream>
 #include <optional>
 
 namespace walhook::relay::cli {
@@ -79,6 +84,25 @@ shard_spec shard_flag(const std::string& text) {
   auto s = parse_shard(text, why);
   if (!s) throw cli_error(why);
   return *s;
+}
+
+std::string read_secret_file(const std::string& path) {
+  std::string line;
+  if (path == "-") {
+    std::getline(std::cin, line);
+  } else {
+    std::ifstream in(path);
+    if (!in) throw cli_error(fmt::format("--secret-file {}: cannot read it: {}", path, std::strerror(errno)));
+    std::getline(in, line);
+  }
+  const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!line.empty() && blank(static_cast<unsigned char>(line.back()))) line.pop_back();
+  const auto first = std::find_if_not(line.begin(), line.end(), blank);
+  line.erase(line.begin(), first);
+  if (line.empty())
+    throw cli_error(fmt::format("--secret-file {}: no secret in it (the first line holds the whsec_… secret)",
+                                path == "-" ? "- (stdin)" : path));
+  return line;
 }
 
 std::optional<std::string> text_or_null(const std::string& text) {

@@ -42,6 +42,11 @@ std::chrono::seconds parse_duration(const std::string& text, const std::string& 
 /// --shard K/N as given (relay/core/shard.hpp): "" = not sharded. Throws cli_error with why not.
 shard_spec shard_flag(const std::string& text);
 
+/// --secret-file FILE: the secret is the file's first line, blanks around it trimmed; "-" reads
+/// that line from stdin. A secret given this way stays out of the process list and the shell's
+/// history (--secret does not). Throws cli_error naming the flag if it cannot be read or is empty.
+std::string read_secret_file(const std::string& path);
+
 /// "" → std::nullopt (an optional text flag left out), else the text.
 std::optional<std::string> text_or_null(const std::string& text);
 

@@ -145,6 +145,11 @@ void add_process_flags(CLI::App* c, run_options& run) {
                 "Tenant walhook publishes its notifications to (walhook.endpoint.*, walhook.delivery.dead); \"\" = "
                 "none (contact endpoints still get theirs)")
       ->capture_default_str();
+  c->add_option("--notification-budget", run.dispatch.notifications.budget_per_minute,
+                "Notifications to the operator tenant per minute at most, about all endpoints together; the rest of "
+                "the minute's are summed up in one walhook.endpoints.digest")
+      ->capture_default_str()
+      ->check(positive);
   c->add_option("--instance-name", run.instance_name, "Name shown to standbys and in pg_stat_activity (default host:pid)");
 }
 
@@ -172,7 +177,8 @@ void preflight(run_options& o) {
     throw;
   }
   // Each privilege on its own (has_table_privilege() with a list is true if *any* is held);
-  // walhook's one write to endpoints needs only its status and updated_at columns.
+  // walhook's writes to endpoints need only status and updated_at (a disable), and secret and
+  // secret_grace_until (dropping a rotation's expired secrets).
   auto missing = db.exec(R"sql(
 SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')', ''), ', '
                   ORDER BY v.tab, v.privilege, v.col)
@@ -181,7 +187,8 @@ SELECT string_agg(v.privilege || ' on ' || v.tab || coalesce(' (' || v.col || ')
                ('walhook.endpoint_health', NULL, 'SELECT'), ('walhook.endpoint_health', NULL, 'INSERT'),
                ('walhook.endpoint_health', NULL, 'UPDATE'),
                ('walhook.endpoints', NULL, 'SELECT'), ('walhook.endpoints', 'status', 'UPDATE'),
-               ('walhook.endpoints', 'updated_at', 'UPDATE'),
+               ('walhook.endpoints', 'updated_at', 'UPDATE'), ('walhook.endpoints', 'secret', 'UPDATE'),
+               ('walhook.endpoints', 'secret_grace_until', 'UPDATE'),
                ('walhook.outbox', NULL, 'SELECT'), ('walhook.outbox', NULL, 'DELETE'),
                ('walhook.slot_progress', NULL, 'SELECT'), ('walhook.slot_progress', NULL, 'INSERT'),
                ('walhook.slot_progress', NULL, 'UPDATE'), ('walhook.slot_progress', NULL, 'DELETE'),

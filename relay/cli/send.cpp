@@ -2,9 +2,11 @@
 
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
+#include "relay/core/notifications.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/schema.hpp"
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <iostream>
@@ -25,6 +27,9 @@ struct send_args {
 
 int send(const send_args& a) {
   if (a.tenant.empty() || a.type.empty()) throw cli_error("--tenant and --type must not be empty");
+  // Its endpoints take walhook's notifications: an event there would pass for one of walhook's.
+  if (a.tenant == default_operator_tenant)
+    throw cli_error(fmt::format("tenant '{}' is walhook's operator tenant: only walhook publishes there", a.tenant));
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   // Numbers beyond simdjson's range are valid JSON that PostgreSQL's jsonb keeps: let them pass.

@@ -181,6 +181,14 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
   take("created_snapshot", [&](auto s) {
     e.created_snapshot = s ? pg_snapshot::parse(*s) : std::nullopt;
   });
+  take("secret_grace_until", [&](auto s) {
+    // Not a timestamp walhook can read ('infinity', BC): no expiry it could act on. Clamped to
+    // 1970–2199 (system_clock spans 1678–2262 only), which changes no decision.
+    using namespace std::chrono;
+    const auto t = s ? parse_pg_timestamptz(*s) : std::nullopt;
+    if (t) e.secret_grace_until = time_point_cast<system_clock::duration>(std::clamp(*t, sys_micros{}, sys_micros{} + years{229}));
+    else e.secret_grace_until.reset();
+  });
   take("contact_endpoint_id", [&](auto s) {
     std::int64_t id = 0;
     if (s && std::from_chars(s->data(), s->data() + s->size(), id).ec == std::errc{}) e.contact_endpoint_id = id;

@@ -10,6 +10,8 @@
 
 #include <boost/system/result.hpp>
 
+#include <chrono>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,7 +67,10 @@ struct endpoint {
   std::string url;
   std::string secret;  ///< kept to rebuild keys when only other columns change
   std::optional<delivery::http_target> target;
-  std::vector<delivery::signing_key> keys;
+  std::vector<delivery::signing_key> keys;  ///< in the column's order: the newest secret first
+  /// walhook.endpoints.secret_grace_until (migration 006): a rotation's old secrets sign until
+  /// then, the first alone after it (relay/core/secret_rotation.hpp). None: every key signs.
+  std::optional<std::chrono::system_clock::time_point> secret_grace_until;
   std::optional<std::vector<std::string>> event_types;  ///< nullopt: all types
   int max_concurrency = 4;
   endpoint_status status = endpoint_status::active;

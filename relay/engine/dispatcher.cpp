@@ -92,7 +92,7 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
     backlog_.pending_queued(j.endpoint_id);
     ++stats_.spilled;
   }
-  std::optional<notice> dead_notice;
+  std::vector<notice> dead_notices;
   if (record.status == sql::delivery_status::dead) {
     ++stats_.dead;
     if (auto* c = counters_of(j.endpoint_id)) ++c->dead;
@@ -100,7 +100,7 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
               {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", record.last_error.value_or("")}});
     // A removed endpoint's work ending dead is the removal's doing, not news.
     if (const endpoint* ep = directory_.find(j.endpoint_id); ep && !ep->retired)
-      dead_notice = notifier_.dead(*ep, j.ev->id, record, is_notification_type(j.ev->type), clock_.steady_now());
+      dead_notices = notifier_.dead(*ep, j.ev->id, record, is_notification_type(j.ev->type), clock_.steady_now());
   }
   auto durable = [this, ticket = j.ticket, id = j.endpoint_id, pending, owned, key = key_of(j)] {
     if (ticket) {
@@ -120,7 +120,7 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
   } else {
     store_.enqueue(upsert_of(j, std::move(record)), std::move(durable));
   }
-  if (dead_notice) publish(*dead_notice);
+  for (const auto& n : dead_notices) publish(n);
 }
 
 void dispatcher::publish(const notice& n) {

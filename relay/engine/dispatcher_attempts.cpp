@@ -8,6 +8,7 @@
 #include "delivery/outcome_class.hpp"
 #include "delivery/signing.hpp"
 #include "relay/core/outcome_log.hpp"
+#include "relay/core/secret_rotation.hpp"
 #include "relay/engine/dispatcher_detail.hpp"
 
 #include <chrono>
@@ -67,10 +68,12 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     delivery::http_target target = *ep->target;
     delivery::http_request req;
     req.body = r->j.ev->body;
-    auto ts = unix_seconds(clock_.system_now());
+    const auto sent_at = clock_.system_now();
+    auto ts = unix_seconds(sent_at);
+    // A rotation's old secrets stop signing when its grace ends, not when their drop lands.
     req.headers = {{"webhook-id", r->j.ev->id},
                    {"webhook-timestamp", std::to_string(ts)},
-                   {"webhook-signature", delivery::signature_header(ep->keys, r->j.ev->id, ts, req.body)}};
+                   {"webhook-signature", delivery::signature_header(signing_keys(*ep, sent_at), r->j.ev->id, ts, req.body)}};
     ++stats_.attempts;
     try {
       response = co_await transport_.async_post(std::to_string(id), target, req);

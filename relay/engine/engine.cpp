@@ -7,6 +7,7 @@
 #include "relay/core/lsn_tracker.hpp"
 #include "relay/core/metrics.hpp"
 #include "relay/core/outcome_log.hpp"
+#include "relay/core/secret_rotation.hpp"
 #include "relay/core/version.hpp"
 #include "relay/engine/config.hpp"
 #include "relay/engine/cursors.hpp"
@@ -289,8 +290,8 @@ struct engine::impl {
 
   /// While the session streams: walhook's record of the acknowledged position (200 ms), retention
   /// soon after the start and every 10 minutes, old secrets of rotations past their grace every
-  /// 5 s, and 'sending' rows of a dead process (untouched
-  /// for stale_sending_after) back to pending every 30 s.
+  /// 5 s (backing off while that fails, warning each time), and 'sending' rows of a dead process
+  /// (untouched for stale_sending_after) back to pending every 30 s.
   asio::awaitable<void> housekeeping() {
     co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
     asio::steady_timer tick(executor);
@@ -298,8 +299,7 @@ struct engine::impl {
     auto last_slot_check = clock.steady_now();
     auto last_snapshot = clock.steady_now() - 1h;
     auto last_retention = clock.steady_now() - 1h;
-    auto last_secret_check = clock.steady_now() - 1h;
-    bool secret_drop_warned = false;  // a role without UPDATE (secret) on endpoints: say so once
+    secret_drop_schedule secret_drop;  // expired secrets no longer sign; their drop is tried until it works
     while (session_active) {
       tick.expires_after(200ms);
       co_await tick.async_wait(tuple_awaitable);
@@ -333,12 +333,14 @@ struct engine::impl {
         }
         if (total > 0) log::info("retention.deleted", {{"rows", static_cast<std::int64_t>(total)}});
       }
-      if (clock.steady_now() - last_secret_check >= 5s) {  // a rotation's grace ends within 5 s
-        last_secret_check = clock.steady_now();
+      if (secret_drop.due(clock.steady_now())) {
         auto n = co_await store.drop_expired_secrets();
-        if (!n && !std::exchange(secret_drop_warned, true))
-          log::warn("secrets.drop_expired_failed", {{"error", n.error().message()}});
-        else if (n && *n > 0) log::info("secrets.old_dropped", {{"endpoints", static_cast<std::int64_t>(*n)}});
+        if (n && *n > 0) log::info("secrets.old_dropped", {{"endpoints", static_cast<std::int64_t>(*n)}});
+        if (n) secret_drop.succeeded(clock.steady_now());
+        else  // braced initializers run in order: failed() counts before failures() reads
+          log::warn("secrets.drop_expired_failed", {{"error", n.error().message()},
+                    {"retry_in_s", static_cast<std::int64_t>(secret_drop.failed(clock.steady_now()).count())},
+                    {"failures", secret_drop.failures()}});
       }
       if (clock.steady_now() - last_stale_check >= 30s) {
         last_stale_check = clock.steady_now();

@@ -291,8 +291,14 @@ rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chr
     if (rest.substr(0, end) == fresh) throw invalid_input("--secret is already one of the endpoint's secrets");
     rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
   }
-  // Every secret held now stays valid (and signs) until the new grace ends; walhook run then keeps
-  // only the first (sql/statements/drop_expired_secrets.sql).
+  if (grace.count() == 0) {  // at once: the old secrets go now, nothing waits for a drop
+    db.exec("UPDATE walhook.endpoints SET secret = $2, secret_grace_until = NULL, updated_at = now() WHERE id = $1",
+            pg::params{std::to_string(endpoint_id), fresh});
+    tx.commit();
+    return {.secret = fresh, .grace_until = ""};
+  }
+  // Every secret held now stays valid (and signs) until the new grace ends; walhook run then signs
+  // with the first alone and drops the others (sql/statements/drop_expired_secrets.sql).
   auto r = db.exec(R"sql(
 UPDATE walhook.endpoints
    SET secret = $2 || ' ' || secret, secret_grace_until = now() + make_interval(secs => $3::bigint), updated_at = now()

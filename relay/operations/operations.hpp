@@ -53,12 +53,14 @@ struct endpoint_update {
 change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& u);
 
 struct rotated_secret {
-  std::string secret;                       ///< the new whsec_… (shown once, to the CLI only)
-  std::string grace_until;                  ///< RFC 3339 UTC: the old secret(s) are dropped then
+  std::string secret;       ///< the new whsec_… (shown once, to the CLI only)
+  std::string grace_until;  ///< RFC 3339 UTC: the old secret(s) stop signing then; "" = at once (grace 0)
 };
 /// New secret first; the current ones stay valid (signed with as well) for `grace` (default
-/// 24 h), then walhook run drops them. `secret` empty: generated. Throws invalid_input (a
-/// negative grace, a malformed secret, one the endpoint holds already), not_found.
+/// 24 h); after it walhook run signs with the new one alone and drops them. A grace of 0
+/// replaces them at once (the next attempt walhook makes after reading the change is signed with
+/// the new secret alone). `secret` empty: generated. Throws invalid_input (a negative grace, a
+/// malformed secret, one the endpoint holds already), not_found.
 rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chrono::seconds grace,
                              const std::string& secret = "");
 

@@ -3,7 +3,8 @@
 -- slot has not streamed yet is still the row it was before (the oldest copy kept for it): the
 -- slot replays events committed before the removal, and the removal itself, in order. (A copy
 -- has no contact endpoint: walhook announces nothing to a removed endpoint's contact; nor a
--- creation snapshot: every event it was owed before its removal still reaches it.)
+-- creation snapshot: every event it was owed before its removal still reaches it; and its
+-- secret_grace_until: each of its secrets signs what is left for it.)
 -- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), the endpoints of
 -- this shard's tenants only.
 WITH removed AS (
@@ -12,11 +13,12 @@ WITH removed AS (
    ORDER BY id, removal_id
 )
 SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
-       NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot FROM removed
+       NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot, NULL::timestamptz AS secret_grace_until
+  FROM removed
  WHERE $1::int <= 1 OR (hashtext(tenant_id) & 2147483647) % $1::int = $2::int
 UNION ALL
 SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering,
-       e.contact_endpoint_id, e.created_snapshot::text AS created_snapshot
+       e.contact_endpoint_id, e.created_snapshot::text AS created_snapshot, e.secret_grace_until
   FROM walhook.endpoints e
  WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = e.id)
    AND ($1::int <= 1 OR (hashtext(e.tenant_id) & 2147483647) % $1::int = $2::int)

@@ -460,3 +460,169 @@ TEST_CASE("resend: a first-try success left no row; resend delivers the same web
         "sha256:f74e1720b761 sha256:d504fb47186b");
   CHECK(relay::operations::secret_fingerprints("not a secret").empty());
 }
+
+// ------------------------------------------------------------------------------ issue 19 #8, #10
+
+namespace {
+
+/// A file holding `text`, removed with the object.
+struct temp_file {
+  explicit temp_file(const std::string& text) {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() / fmt::format("walhook-secret-{}-{}", ::getpid(), ++n);
+    std::ofstream(path) << text;
+  }
+  ~temp_file() { std::filesystem::remove(path); }
+  std::filesystem::path path;
+};
+
+/// `walhook <args> --database-url <url>` with stdin read from `input_file`.
+int cli_with_stdin(setup& s, std::vector<std::string> args, const std::filesystem::path& input_file) {
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" < \"$WALHOOK_TEST_STDIN\"", test::walhook_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--database-url");
+  argv.push_back(s.url);
+  ::setenv("WALHOOK_TEST_STDIN", input_file.c_str(), 1);
+  const int rc = relay::run_process(argv, "", s.last_output);
+  ::unsetenv("WALHOOK_TEST_STDIN");
+  return rc;
+}
+
+std::string url_as(const std::string& url, const std::string& role) {
+  std::string u = url;
+  return u.replace(u.find("postgres@"), 9, role + ":change-me@");
+}
+
+}  // namespace
+
+TEST_CASE("--secret-file FILE and - (stdin): endpoint add and rotate-secret take the secret off the command line") {
+  setup s("op_secret_file");
+  const std::string first = delivery::generate_secret(), second = delivery::generate_secret(), third = delivery::generate_secret();
+  temp_file file("  " + first + "  \n# the first line only\n");
+  REQUIRE(s.cli({"endpoint", "add", "--tenant", "t", "--url", s.rcv->url("/f"), "--secret-file", file.path.string()}) == 0);
+  // The output names it by fingerprint only.
+  CHECK(s.last_output.find(first) == std::string::npos);
+  CHECK(s.last_output.find("secret: from --secret-file (" + relay::operations::secret_fingerprints(first) + ")") !=
+        std::string::npos);
+  const std::string id = s.value("SELECT max(id) FROM walhook.endpoints");
+  pg::params p{id};
+  CHECK(s.value("SELECT secret FROM walhook.endpoints WHERE id = $1", p) == first);
+
+  temp_file piped(second + "\n");
+  REQUIRE(cli_with_stdin(s, {"endpoint", "rotate-secret", id, "--grace", "1h", "--secret-file", "-"}, piped.path) == 0);
+  CHECK(s.last_output.find(second) == std::string::npos);
+  CHECK(s.value("SELECT secret FROM walhook.endpoints WHERE id = $1", p) == second + " " + first);
+
+  // Refusals: both flags, an empty file, a missing one; nothing changes.
+  CHECK(s.cli({"endpoint", "rotate-secret", id, "--secret", third, "--secret-file", file.path.string()}) != 0);
+  CHECK(s.last_output.find("excludes") != std::string::npos);
+  temp_file empty("\n");
+  CHECK(s.cli({"endpoint", "rotate-secret", id, "--secret-file", empty.path.string()}) == 1);
+  CHECK(s.last_output.find("no secret in it") != std::string::npos);
+  CHECK(s.cli({"endpoint", "add", "--tenant", "t", "--url", s.rcv->url("/g"), "--secret-file", "/nonexistent/secret"}) == 1);
+  CHECK(s.last_output.find("--secret-file /nonexistent/secret: cannot read it") != std::string::npos);
+  CHECK(s.value("SELECT secret FROM walhook.endpoints WHERE id = $1", p) == second + " " + first);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints") == "1");
+}
+
+TEST_CASE("rotate-secret --grace 0: the old secret goes at once — the next delivery is signed with the new one alone") {
+  setup s("op_grace_zero");
+  const std::string old_secret = delivery::generate_secret(), new_secret = delivery::generate_secret();
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/z"), old_secret);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "x", "{}");
+  REQUIRE(test::eventually([&] { return s.received("/z").size() == 1; }, 20s));
+  CHECK(signed_by(s.received("/z")[0], old_secret));
+
+  REQUIRE(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--grace", "0", "--secret", new_secret}) == 0);
+  CHECK(s.last_output.find("the old secret(s) are gone; deliveries are signed with the new secret alone") != std::string::npos);
+  pg::params id{std::to_string(ep)};
+  CHECK(s.value("SELECT secret || ' ' || (secret_grace_until IS NULL) FROM walhook.endpoints WHERE id = $1", id) ==
+        new_secret + " true");
+  // Committed after the rotation, so walhook reads the change first (one stream, commit order).
+  const std::string after = s.publish("t", "x", "{}");
+  REQUIRE(test::eventually([&] { return s.received("/z").size() == 2; }, 20s));
+  const auto r = s.received("/z")[1];
+  CHECK(r.webhook_id == after);
+  CHECK(signatures(r.webhook_signature) == 1);
+  CHECK(signed_by(r, new_secret));
+  CHECK_FALSE(signed_by(r, old_secret));
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("secret drop: run checks its privilege; an expired secret stops signing while its drop fails, which is retried and reported") {
+  setup s("op_secret_drop");
+  std::string out;
+  REQUIRE(relay::run_process({"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", s.url, "-f",
+                              std::string(WALHOOK_SOURCE_DIR) + "/sql/roles.sql"},
+                             "", out) == 0);
+  const std::string relay_url = url_as(s.url, "walhook_relay");
+  const std::string old_secret = delivery::generate_secret(), new_secret = delivery::generate_secret();
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/d"), old_secret);
+  pg::params id{std::to_string(ep)};
+
+  // Preflight: a role that may not drop expired secrets does not start.
+  s.db.exec("REVOKE UPDATE (secret_grace_until) ON walhook.endpoints FROM walhook_relay");
+  // (Under `timeout`: a walhook that started anyway would run until stopped.)
+  std::vector<std::string> refused{"timeout", "60", test::walhook_binary()};
+  for (const auto& a : test::run_args(relay_url, s.slot)) refused.push_back(a);
+  CHECK(relay::run_process(refused, "", out) == 1);
+  INFO(out);
+  CHECK(out.find("missing privileges on the walhook tables") != std::string::npos);
+  CHECK(out.find(": UPDATE on walhook.endpoints (secret_grace_until)\"}") != std::string::npos);  // that one alone
+  s.db.exec("GRANT UPDATE (secret_grace_until) ON walhook.endpoints TO walhook_relay");
+
+  test::walhook_process walhook(test::run_args(relay_url, s.slot));
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  // The privilege goes while walhook runs; a rotation with a short grace.
+  s.db.exec("REVOKE UPDATE (secret, secret_grace_until) ON walhook.endpoints FROM walhook_relay");
+  REQUIRE(s.cli({"endpoint", "rotate-secret", std::to_string(ep), "--grace", "3s", "--secret", new_secret}) == 0);
+  // Every failed try is reported, not just the first (5 s, then 10 s apart).
+  REQUIRE(test::eventually([&] { return walhook.count_in_log(R"("msg":"secrets.drop_expired_failed")") >= 2; }, 60s));
+  CHECK(walhook.count_in_log(R"("level":"warn","msg":"secrets.drop_expired_failed")") >= 2);
+  CHECK(walhook.log().find(R"("failures":2)") != std::string::npos);
+  CHECK(walhook.log().find("\"retry_in_s\":") != std::string::npos);
+  // The row still holds both secrets, past the grace: only the new one signs.
+  REQUIRE(test::eventually([&] { return s.value("SELECT secret_grace_until < now() FROM walhook.endpoints WHERE id = $1", id) == "t"; },
+                           20s, 200ms));
+  CHECK(s.value("SELECT secret FROM walhook.endpoints WHERE id = $1", id) == new_secret + " " + old_secret);
+  s.rcv->clear();
+  const std::string event = s.publish("t", "x", "{}");
+  REQUIRE(test::eventually([&] { return s.received("/d").size() == 1; }, 20s));
+  const auto r = s.received("/d")[0];
+  CHECK(r.webhook_id == event);
+  CHECK(signatures(r.webhook_signature) == 1);
+  CHECK(signed_by(r, new_secret));
+  CHECK_FALSE(signed_by(r, old_secret));
+  // The privilege back: a later try drops the old secret.
+  s.db.exec("GRANT UPDATE (secret, secret_grace_until) ON walhook.endpoints TO walhook_relay");
+  CHECK(test::eventually(
+      [&] { return s.value("SELECT secret || ' ' || (secret_grace_until IS NULL) FROM walhook.endpoints WHERE id = $1", id) ==
+                   new_secret + " true"; },
+      60s, 500ms));
+  CHECK(walhook.count_in_log("\"secrets.old_dropped\"") == 1);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("the operator tenant's name is reserved: endpoint add needs --operator for it, send refuses it") {
+  setup s("op_reserved");
+  CHECK(s.cli({"endpoint", "add", "--tenant", "walhook-operator", "--url", s.rcv->url("/o")}) == 1);
+  CHECK(s.last_output.find("tenant 'walhook-operator' is reserved for walhook's operator notifications") != std::string::npos);
+  CHECK(s.last_output.find("give --operator") != std::string::npos);
+  CHECK(s.cli({"endpoint", "add", "--url", s.rcv->url("/o")}) == 1);
+  CHECK(s.last_output.find("--tenant is required (or --operator") != std::string::npos);
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints") == "0");
+
+  REQUIRE(s.cli({"endpoint", "add", "--operator", "--url", s.rcv->url("/o"), "--event-types", "walhook.endpoint.disabled"}) == 0);
+  REQUIRE(s.cli({"endpoint", "add", "--operator", "--tenant", "ops", "--url", s.rcv->url("/p")}) == 0);
+  REQUIRE(s.cli({"endpoint", "add", "--tenant", "walhook-operators", "--url", s.rcv->url("/q")}) == 0);  // only the name itself
+  CHECK(s.value("SELECT string_agg(tenant_id, ',' ORDER BY id) FROM walhook.endpoints") ==
+        "walhook-operator,ops,walhook-operators");
+
+  CHECK(s.cli({"send", "--tenant", "walhook-operator", "--type", "order.paid", "--data", "{}"}) == 1);
+  CHECK(s.last_output == "walhook: tenant 'walhook-operator' is walhook's operator tenant: only walhook publishes there\n");
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox") == "0");
+  REQUIRE(s.cli({"send", "--tenant", "ops", "--type", "order.paid", "--data", "{}"}) == 0);
+}

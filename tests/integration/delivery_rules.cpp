@@ -294,7 +294,7 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
   setup s("rule_bytes");
   relay::receiver_behaviour redirect;
   redirect.status = 302;
-  redirect.location = std::string("http://x/caf\xe9\xff");
+  redirect.location = std::string("http://caf\xe9\xff.example/x");
   s.rcv->set_behaviour("/loc", redirect);
   long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/loc"), delivery::generate_secret());
   auto walhook = s.start_walhook({"--backoff-base-ms", "60000"});
@@ -304,7 +304,7 @@ TEST_CASE("a customer's non-UTF-8 Location header is stored, not lost; removing 
   REQUIRE(test::eventually([&] { return s.value("SELECT status FROM walhook.deliveries WHERE event_id = $1::uuid", ev) == "pending"; }, 20s));
   // Shown as redact_url shows it: the bytes that are not printable ASCII percent-encoded.
   CHECK(s.value("SELECT last_error FROM walhook.deliveries WHERE event_id = $1::uuid", ev) ==
-        "HTTP 302 redirect to http://x/caf%E9%FF not followed");
+        "HTTP 302 redirect to http://caf%E9%FF.example/x not followed");
   CHECK(walhook.count_in_log("state_store.write_failed") == 0);
 
   REQUIRE(s.walhook_cli({"endpoint", "remove", std::to_string(ep), "--force"}) == 0);

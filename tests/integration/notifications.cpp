@@ -204,3 +204,94 @@ TEST_CASE("a localhost endpoint without --allow-private-networks: a warn line na
   CHECK(s.rcv->count("/local") == 0);
   CHECK(walhook.stop() == 0);
 }
+
+// ------------------------------------------------------------------------------ issue 19 #8
+
+namespace {
+/// The webhook body's data.endpoint_id (0 if none).
+std::int64_t about(const relay::received_request& r) {
+  simdjson::dom::parser parser;
+  std::int64_t id = 0;
+  if (parser.parse(r.body).get_object()["data"]["endpoint_id"].get(id) != simdjson::SUCCESS) return 0;
+  return id;
+}
+}  // namespace
+
+TEST_CASE("a contact endpoint paused by failing on walhook's notices: announced once, to the operator tenant only") {
+  setup s("notify_contact_paused");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  s.rcv->set_behaviour("/contact", down);
+  long long ep = test::add_endpoint(s.db, "acme", s.rcv->url("/down"), delivery::generate_secret());
+  long long contact = test::add_endpoint(s.db, "acme", s.rcv->url("/contact"), delivery::generate_secret(), {"none"});
+  long long contacts_contact = test::add_endpoint(s.db, "acme", s.rcv->url("/cc"), delivery::generate_secret(), {"none"});
+  s.set_contact(ep, contact);
+  s.set_contact(contact, contacts_contact);  // a chain walhook must not follow
+  test::add_endpoint(s.db, "ops", s.rcv->url("/ops"), delivery::generate_secret(), {"walhook.endpoint.paused"});
+  auto walhook = s.start_walhook({"--operator-tenant", "ops", "--backoff-base-ms", "20", "--backoff-max-ms", "50",
+                                  "--breaker-threshold", "3", "--breaker-pause-s", "3600", "--max-attempts", "1000"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("acme", "order.paid");
+  // The endpoint fails three times: paused (to ops and to its contact). The contact fails three
+  // times on walhook's notices: paused too — that goes to ops alone.
+  REQUIRE(test::eventually([&] { return of_type(s.received("/ops"), "walhook.endpoint.paused").size() == 2; }, 30s));
+  std::vector<std::int64_t> ids;
+  for (const auto& r : of_type(s.received("/ops"), "walhook.endpoint.paused")) ids.push_back(about(r));
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::int64_t>{ep, contact});
+  // No notice about the contact goes to the contact, nor to its own contact; and nothing more.
+  CHECK_FALSE(test::eventually([&] {
+    for (const auto& r : s.received("/contact", 0))
+      if (about(r) == contact) return true;
+    return !s.received("/cc", 0).empty() || of_type(s.received("/ops"), "walhook.endpoint.paused").size() > 2;
+  }, 3s));
+  pg::params c{std::to_string(contact)};
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE event_type LIKE 'walhook.%' AND (payload->>'endpoint_id')::bigint = $1",
+                c) == "1");
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE endpoint_id IS NOT NULL AND (payload->>'endpoint_id')::bigint = $1",
+                c) == "0");
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("the operator tenant's budget: past it, one walhook.endpoints.digest; contact endpoints still get theirs") {
+  setup s("notify_budget");
+  relay::receiver_behaviour gone;
+  gone.status = 410;
+  std::vector<long long> eps;
+  for (int i = 0; i < 5; ++i) {
+    const std::string path = "/gone" + std::to_string(i);
+    s.rcv->set_behaviour(path, gone);
+    eps.push_back(test::add_endpoint(s.db, "t", s.rcv->url(path), delivery::generate_secret()));
+  }
+  long long contact = test::add_endpoint(s.db, "t", s.rcv->url("/contact"), delivery::generate_secret(), {"none"});
+  for (auto ep : eps) s.set_contact(ep, contact);
+  const std::string ops_secret = delivery::generate_secret();
+  test::add_endpoint(s.db, "walhook-operator", s.rcv->url("/ops"), ops_secret);  // every type
+  auto walhook = s.start_walhook({"--notification-budget", "2"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "order.paid");  // 5 × (disabled, dead): 10 notices about 5 endpoints
+  // The contact endpoint hears about each of its endpoints, whatever the budget.
+  REQUIRE(test::eventually([&] { return of_type(s.received("/contact"), "walhook.endpoint.disabled").size() == 5; }, 30s));
+  REQUIRE(test::eventually([&] { return of_type(s.received("/contact"), "walhook.delivery.dead").size() == 5; }, 30s));
+  REQUIRE(test::eventually([&] { return s.received("/ops").size() == 2; }, 30s));
+  // The rest of the minute's are summed up when it is over.
+  REQUIRE(test::eventually([&] { return of_type(s.received("/ops"), "walhook.endpoints.digest").size() == 1; }, 120s, 500ms));
+  const auto ops = s.received("/ops");
+  CHECK(ops.size() == 3);
+  const auto digest = of_type(ops, "walhook.endpoints.digest")[0];
+  CHECK(signed_with(ops_secret, digest));
+  simdjson::dom::parser parser;
+  auto data = parser.parse(digest.body).get_object()["data"];
+  CHECK(int64_t(data["sent"]) == 2);
+  CHECK(int64_t(data["held_back"]) == 8);
+  CHECK(int64_t(data["by_type"]["walhook.endpoint.disabled"]) + int64_t(data["by_type"]["walhook.delivery.dead"]) == 8);
+  CHECK(int64_t(data["endpoints"]) >= 4);
+  for (auto id : simdjson::dom::array(data["endpoint_ids"]))
+    CHECK(std::find(eps.begin(), eps.end(), int64_t(id)) != eps.end());
+  // Only the operator tenant learns of other tenants' endpoints: the digest has no direct row.
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE event_type = 'walhook.endpoints.digest' AND tenant_id = "
+                "'walhook-operator' AND endpoint_id IS NULL") == "1");
+  CHECK(of_type(s.received("/contact"), "walhook.endpoints.digest").empty());
+  CHECK(walhook.stop() == 0);
+}

@@ -130,11 +130,11 @@ TEST_CASE("url: redact_url hides userinfo, query and fragment") {
       {"https://admin:pa/ss@hooks.example.com/", "https://***@hooks.example.com/"},
       {"https://admin:pa?ss@hooks.example.com/", "https://***"},   // where is the host? show none
       {"https://admin:pa#ss@hooks.example.com/", "https://***"},
-      {"https://hooks.example.com/ in?token=s3cret", "https://hooks.example.com/%20in?***"},
+      {"https://hooks.example.com/ in?token=s3cret", "https://hooks.example.com/\u2026?***"},
       {"ftp://u:s3cret@files.example.com/", "ftp://***@files.example.com/"},
       {"u:s3cret@hooks.example.com", "***@hooks.example.com"},
       {"not a url?token=s3cret", "not%20a%20url?***"},
-      {"https://x/\r\n{\"level\":\"error\"}", "https://x/%0D%0A{\"level\":\"error\"}"},
+      {"https://x/\r\n{\"level\":\"error\"}", "https://x/\u2026"},
       {"https://h\xc3\xa9.example/", "https://h%C3%A9.example/"},
       {"", ""},
   };
@@ -163,12 +163,61 @@ TEST_CASE("url: redact_url never shows a secret and is bounded, whatever the inp
     CHECK(shown.size() <= max_shown_url);
     CHECK(shown.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos);
   }
-  // A 100 KB URL is shown as its first max_shown_url characters, ending in "...".
-  const auto long_url = "https://hooks.example.com/" + std::string(100 * 1024, 'p');
-  const auto shown = redact_url(long_url);
+  // A 100 KB URL is shown as its first max_shown_url characters, ending in "..." (a long path
+  // is hidden anyway; a long host is cut).
+  const auto long_host = "https://" + std::string(100 * 1024, 'h') + ".example/in";
+  const auto shown = redact_url(long_host);
   CHECK(shown.size() == max_shown_url);
-  CHECK(shown.starts_with("https://hooks.example.com/ppp"));
+  CHECK(shown.starts_with("https://hhh"));
   CHECK(shown.ends_with("..."));
+  CHECK(redact_url("https://hooks.example.com/" + std::string(100 * 1024, 'p')) == "https://hooks.example.com/\u2026");
+}
+
+// Capability URLs (issue 19 #9): the secret is the path itself. The examples have the shape of
+// each service's documented webhook URL, with made-up secrets.
+TEST_CASE("url: redact_url keeps the first path segment of a capability URL and hides the rest") {
+  struct row {
+    std::string_view url;
+    std::string_view shown;
+    std::string_view secret;  ///< a part that must not show
+  };
+  const row rows[] = {
+      {"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+       "https://hooks.slack.com/services/\u2026", "XXXXXXXXXXXXXXXXXXXXXXXX"},
+      {"https://discord.com/api/webhooks/123456789012345678/aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789-_aBcDeFgHiJkLmNoP",
+       "https://discord.com/api/\u2026", "aBcDeFgHiJkLmNoPqRsTuVwXyZ"},
+      {"https://acme.webhook.office.com/webhookb2/0a1b2c3d-1111-2222-3333-444455556666@7777/IncomingWebhook/"
+       "0123456789abcdef0123456789abcdef/88889999-aaaa-bbbb-cccc-ddddeeeeffff",
+       "https://acme.webhook.office.com/webhookb2/\u2026", "0123456789abcdef0123456789abcdef"},
+      {"https://hooks.zapier.com/hooks/catch/1234567/abcdef1/", "https://hooks.zapier.com/hooks/\u2026", "abcdef1"},
+      {"https://chat.googleapis.com/v1/spaces/AAAAx1y2z3/messages?key=AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI&token=t0k3n",
+       "https://chat.googleapis.com/v1/\u2026?***", "AIzaSyDdI0hCZtE6vySjMm"},
+      {"https://maker.ifttt.com/trigger/order_paid/with/key/dQw4w9WgXcQ-abcdEFGH",
+       "https://maker.ifttt.com/trigger/\u2026", "dQw4w9WgXcQ-abcdEFGH"},
+      // The first segment is the secret: hidden too (too long, upper case, digits).
+      {"https://webhook.site/5e8a2b1c-4f3d-4a6b-9c8d-7e6f5a4b3c2d", "https://webhook.site/\u2026",
+       "5e8a2b1c-4f3d-4a6b-9c8d-7e6f5a4b3c2d"},
+      {"https://hook.eu1.make.com/abcdefghij0123456789klmnopqrstuv", "https://hook.eu1.make.com/\u2026",
+       "abcdefghij0123456789klmnopqrstuv"},
+      {"https://mattermost.example.com/hooks/xxx-generatedkey-xxx", "https://mattermost.example.com/hooks/\u2026",
+       "generatedkey"},
+      {"https://example.com/Tk9PQjEy", "https://example.com/\u2026", "Tk9PQjEy"},
+      {"https://example.com/a1b2c3", "https://example.com/\u2026", "a1b2c3"},
+      // What stays: a word-like first segment, and nothing after it.
+      {"https://api.example.com/v2/", "https://api.example.com/v2/", ""},
+      {"https://api.example.com/webhooks", "https://api.example.com/webhooks", ""},
+      {"http://127.0.0.1:8080/walhook/customer-7", "http://127.0.0.1:8080/walhook/\u2026", "customer-7"},
+      // Userinfo and an unparseable URL: the same rule on the text fallback.
+      {"https://admin:s3cret@hooks.slack.com/services/T0/B0/XXXXXXXX", "https://***@hooks.slack.com/services/\u2026",
+       "XXXXXXXX"},
+      {"https://hooks.slack.com/services/T0/B0/XX XX?x=1", "https://hooks.slack.com/services/\u2026?***", "XX"},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.url);
+    const auto shown = redact_url(r.url);
+    CHECK(shown == r.shown);
+    if (!r.secret.empty()) CHECK(shown.find(r.secret) == std::string::npos);
+  }
 }
 
 TEST_CASE("url: cap_text keeps short texts and cuts long ones on a UTF-8 boundary") {

@@ -179,17 +179,37 @@ TEST_CASE("notifier: 410 disables (once), a Retry-After pause says so") {
   }
 }
 
-TEST_CASE("notifier: deliveries of walhook.* events never notify; their first failure is still logged") {
+TEST_CASE("notifier: deliveries of walhook.* events: no failing or dead notice; a pause or disable they cause goes to the operator tenant only") {
   run r;
+  r.ep.contact_endpoint_id = 2;
   r.event_type = std::string(types::disabled);
   auto first = r.attempt(0s, 500);
-  CHECK(first.types.empty());
+  CHECK(first.types.empty());  // failing: only the log line
   CHECK(first.log_failing);
   CHECK(r.attempt(1s, 500).types.empty());
-  CHECK(r.attempt(2s, 500).types.empty());  // the pause
-  CHECK(r.attempt(300s, 200).types.empty());
-  CHECK(r.attempt(400s, 410).types.empty());  // nor a disable
-  CHECK_FALSE(r.n.dead(r.ep, "e1", dead_record("HTTP 500"), true, mono0).has_value());
+  // The breaker pauses it (threshold 3): announced once, to the operator tenant only — a contact
+  // endpoint failing on walhook's news is never told about itself, nor is its own contact.
+  auto pause = r.attempt(2s, 500);
+  REQUIRE(pause.types == names{paused});
+  CHECK(pause.notices[0].to_operator);
+  CHECK_FALSE(pause.notices[0].to_contact);
+  CHECK(r.attempt(3s, 500).types.empty());   // a late result of the paused round
+  CHECK(r.attempt(70s, 500).types.empty());  // a failed probe round extends the pause: no news
+  auto back = r.attempt(300s, 200);
+  REQUIRE(back.types == names{recovered});  // ends the announced pause, where it was announced
+  CHECK_FALSE(back.notices[0].to_contact);
+  auto gone = r.attempt(400s, 410);
+  REQUIRE(gone.types == names{disabled});
+  CHECK_FALSE(gone.notices[0].to_contact);
+  CHECK(gone.notices[0].reason == "HTTP 410 Gone");
+  CHECK(r.attempt(401s, 410).types.empty());  // once per transition
+  CHECK(r.n.dead(r.ep, "e1", dead_record("HTTP 500"), true, mono0).empty());
+  // Its rows: the operator tenant's, never the contact's.
+  auto contact = make_endpoint(2, "acme");
+  auto rows = rows_of(gone.notices[0], "ops", &contact);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].tenant_id == "ops");
+  CHECK_FALSE(rows[0].endpoint_id);
   // A streak that a customer event's failure announced ends with recovered, whichever delivery
   // ends it; and walhook's own failure did not silence that failing notice.
   run mixed;
@@ -201,7 +221,9 @@ TEST_CASE("notifier: deliveries of walhook.* events never notify; their first fa
   CHECK(customer.types == names{failing});
   CHECK_FALSE(customer.log_failing);  // the log line's own 10 minutes
   mixed.event_type = std::string(types::failing);
-  CHECK(mixed.attempt(3s, 200).types == names{recovered});
+  auto ended = mixed.attempt(3s, 200);
+  CHECK(ended.types == names{recovered});
+  CHECK(ended.notices[0].to_contact);  // the contact heard of the streak: it hears of its end
   CHECK(is_notification_type("walhook.delivery.dead"));
   CHECK_FALSE(is_notification_type("order.walhook.paid"));
 }
@@ -217,16 +239,17 @@ TEST_CASE("notifier: a pause this process did not announce (loaded after a resta
 TEST_CASE("notifier: dead deliveries — at most one notice a minute per endpoint, counting those in between") {
   notifier n;
   auto a = make_endpoint(1), b = make_endpoint(2, "other");
-  auto first = n.dead(a, "e1", dead_record("HTTP 413", 413), false, mono0);
-  REQUIRE(first);
+  auto firsts = n.dead(a, "e1", dead_record("HTTP 413", 413), false, mono0);
+  REQUIRE(firsts.size() == 1);
+  const auto* first = &firsts[0];
   CHECK(first->type == dead);
   CHECK(first->dead_count == 1);
   CHECK(first->last_event_id == "e1");
   CHECK(first->reason == "HTTP 413");
   CHECK(first->last_status == 413);
-  CHECK_FALSE(n.dead(a, "e2", dead_record("max attempts: HTTP 500"), false, mono0 + 10s));
-  CHECK_FALSE(n.dead(a, "e3", dead_record("max attempts: HTTP 502", 502), false, mono0 + 20s));
-  CHECK(n.dead(b, "x1", dead_record("HTTP 413"), false, mono0 + 20s));  // per endpoint
+  CHECK(n.dead(a, "e2", dead_record("max attempts: HTTP 500"), false, mono0 + 10s).empty());
+  CHECK(n.dead(a, "e3", dead_record("max attempts: HTTP 502", 502), false, mono0 + 20s).empty());
+  CHECK(n.dead(b, "x1", dead_record("HTTP 413"), false, mono0 + 20s).size() == 1);  // per endpoint
   CHECK(n.due(mono0 + 59s).empty());
   {
     // A graceful stop takes what is counted before its interval is over (on a copy: the rest of
@@ -245,14 +268,14 @@ TEST_CASE("notifier: dead deliveries — at most one notice a minute per endpoin
   CHECK(later[0].reason == "max attempts: HTTP 502");
   CHECK(n.due(mono0 + 200s).empty());  // nothing counted since
   // Counted since the flush, then the next dead after the interval carries them.
-  CHECK_FALSE(n.dead(a, "e4", dead_record("r"), false, mono0 + 61s));
+  CHECK(n.dead(a, "e4", dead_record("r"), false, mono0 + 61s).empty());
   auto carried = n.dead(a, "e5", dead_record("r"), false, mono0 + 121s);
-  REQUIRE(carried);
-  CHECK(carried->dead_count == 2);
+  REQUIRE(carried.size() == 1);
+  CHECK(carried[0].dead_count == 2);
   CHECK(n.due(mono0 + 1000s).empty());
   // An endpoint forgotten starts over.
   n.forget(1);
-  CHECK(n.dead(a, "e6", dead_record("r"), false, mono0 + 122s));
+  CHECK(n.dead(a, "e6", dead_record("r"), false, mono0 + 122s).size() == 1);
 }
 
 TEST_CASE("rows_of: where a notice goes") {
@@ -353,4 +376,150 @@ TEST_CASE("rows_of: merge keys (state notices only), aggregate ids, payload fiel
     CHECK(std::string_view(obj["last_error"]) == "badgateway");
     if (t.type == dead) CHECK(int64_t(obj["dead_count"]) == 3);
   }
+}
+
+TEST_CASE("rows_of: a notice over the budget goes to the contact endpoint only; one to the operator tenant only never to it") {
+  auto contact = make_endpoint(2, "acme");
+  auto operators = make_endpoint(2, "ops");  // a contact that is an operator endpoint, subscribed to all
+  notice n;
+  n.type = failing;
+  n.endpoint_id = 1;
+  n.tenant_id = "acme";
+  n.contact_endpoint_id = 2;
+  using route = std::pair<std::string, std::optional<std::int64_t>>;
+  auto routes = [](const std::vector<sql::publish_event>& rows) {
+    std::vector<route> out;
+    for (const auto& r : rows) out.emplace_back(r.tenant_id, r.endpoint_id);
+    return out;
+  };
+  CHECK(routes(rows_of(n, "ops", &contact)) == std::vector<route>{{"ops", std::nullopt}, {"acme", 2}});
+  notice held = n;
+  held.to_operator = false;
+  CHECK(routes(rows_of(held, "ops", &contact)) == std::vector<route>{{"acme", 2}});
+  // The operator's row would have reached that contact; held back, it gets its direct one.
+  CHECK(routes(rows_of(n, "ops", &operators)) == std::vector<route>{{"ops", std::nullopt}});
+  CHECK(routes(rows_of(held, "ops", &operators)) == std::vector<route>{{"ops", 2}});
+  notice own = n;
+  own.to_contact = false;
+  CHECK(routes(rows_of(own, "ops", &contact)) == std::vector<route>{{"ops", std::nullopt}});
+  own.to_operator = false;
+  CHECK(rows_of(own, "ops", &contact).empty());
+}
+
+namespace {
+/// A notifier whose operator tenant gets `budget` notices a minute.
+notifier budgeted(int budget, std::string operator_tenant = "ops") {
+  notification_policy p;
+  p.operator_tenant = std::move(operator_tenant);
+  p.budget_per_minute = budget;
+  return notifier(p);
+}
+
+/// A 410 on endpoint `id` (disabled) and its delivery ending dead, at `at`: the notices.
+std::vector<notice> outage(notifier& n, std::int64_t id, steady_time at) {
+  auto ep = make_endpoint(id, "t" + std::to_string(id), 100 + id);
+  decision d;
+  d.result = verdict::dead;
+  d.disable = "HTTP 410 Gone";
+  d.last_status = 410;
+  auto out = n.after_attempt(ep, {}, d, true, false, at).notices;
+  auto more = n.dead(ep, "e" + std::to_string(id), dead_record("HTTP 410 Gone", 410), false, at);
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+std::int64_t held_back(const notice& digest, std::string_view type) {
+  for (const auto& [t, count] : digest.held_back)
+    if (t == type) return count;
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("notifier: the global budget — N endpoints failing at once give the operator tenant M notices and one digest") {
+  auto n = budgeted(3);
+  std::vector<notice> all;
+  for (std::int64_t id = 1; id <= 5; ++id) {  // 10 notices in 5 s: disabled and dead each
+    auto got = outage(n, id, mono0 + std::chrono::seconds{id - 1});
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  REQUIRE(all.size() == 10);
+  int sent = 0;
+  for (const auto& x : all) {
+    sent += x.to_operator;
+    CHECK(x.to_contact);  // contacts are not budgeted: each hears of its own endpoint
+    CHECK(x.type != types::digest);
+  }
+  CHECK(sent == 3);
+  CHECK(all[0].to_operator);
+  CHECK(all[2].to_operator);
+  CHECK_FALSE(all[3].to_operator);
+  // Within the minute: no digest yet.
+  CHECK(n.due(mono0 + 59s).empty());
+  auto d = n.due(mono0 + 60s);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].type == types::digest);
+  CHECK(d[0].sent == 3);
+  CHECK(held_back(d[0], disabled) == 3);  // endpoints 3, 4, 5
+  CHECK(held_back(d[0], dead) == 4);      // endpoints 2 … 5
+  CHECK(d[0].endpoints == 4);
+  CHECK(d[0].sample_endpoint_ids == std::vector<std::int64_t>{2, 3, 4, 5});
+  CHECK_FALSE(d[0].to_contact);
+  CHECK(n.due(mono0 + 120s).empty());  // one digest per minute that held any back
+  // A new minute starts with the next notice, under budget again.
+  auto later = outage(n, 6, mono0 + 130s);
+  REQUIRE(later.size() == 2);
+  CHECK(later[0].to_operator);
+  CHECK(later[1].to_operator);
+
+  // The digest's row: the operator tenant's only, a fact, and its payload.
+  auto contact = make_endpoint(101, "t1");
+  auto rows = rows_of(d[0], "ops", &contact);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].tenant_id == "ops");
+  CHECK(rows[0].event_type == "walhook.endpoints.digest");
+  CHECK_FALSE(rows[0].endpoint_id);
+  CHECK_FALSE(rows[0].merge_key);
+  CHECK(rows[0].aggregate_id == "walhook.endpoints");
+  simdjson::dom::parser parser;
+  auto doc = padded(rows[0].payload);
+  simdjson::dom::object obj;
+  REQUIRE(parser.parse(doc).get(obj) == simdjson::SUCCESS);
+  CHECK(int64_t(obj["sent"]) == 3);
+  CHECK(int64_t(obj["held_back"]) == 7);
+  CHECK(int64_t(obj["by_type"]["walhook.endpoint.disabled"]) == 3);
+  CHECK(int64_t(obj["by_type"]["walhook.delivery.dead"]) == 4);
+  CHECK(int64_t(obj["endpoints"]) == 4);
+  CHECK(simdjson::dom::array(obj["endpoint_ids"]).size() == 4);
+  CHECK(rows_of(d[0], "", &contact).empty());
+}
+
+TEST_CASE("notifier: the budget's digest — a sample of ids, before the next minute's notices, flushed by a graceful stop") {
+  notification_policy p;
+  p.operator_tenant = "ops";
+  p.budget_per_minute = 1;
+  p.digest_sample = 2;
+  notifier n(p);
+  for (std::int64_t id = 1; id <= 4; ++id) outage(n, id, mono0);
+  // The minute is over, and a notice comes before any due(): the digest comes first.
+  auto next = outage(n, 9, mono0 + 61s);
+  REQUIRE(next.size() == 3);
+  CHECK(next[0].type == types::digest);
+  CHECK(next[0].endpoints == 4);
+  CHECK(next[0].sample_endpoint_ids == std::vector<std::int64_t>{1, 2});  // the first two, of 4
+  CHECK(held_back(next[0], dead) == 4);
+  CHECK(next[1].to_operator);   // the new minute's first
+  CHECK_FALSE(next[2].to_operator);
+  // A graceful stop publishes what the minute under way held back.
+  auto stop = n.due(mono0 + 62s, true);
+  REQUIRE(stop.size() == 1);
+  CHECK(stop[0].type == types::digest);
+  CHECK(held_back(stop[0], dead) == 1);
+  CHECK(n.due(mono0 + 63s, true).empty());
+}
+
+TEST_CASE("notifier: without an operator tenant there is no budget and no digest") {
+  auto n = budgeted(1, "");
+  for (std::int64_t id = 1; id <= 5; ++id)
+    for (const auto& x : outage(n, id, mono0)) CHECK(x.to_operator);  // nothing to hold back: contacts only
+  CHECK(n.due(mono0 + 61s, true).empty());
 }

@@ -717,3 +717,98 @@ TEST_CASE("dispatcher: deliveries of walhook.* events never notify; dead ones ar
   CHECK(after[2].event_type == "walhook.delivery.dead");
   CHECK(after[2].payload.find(R"("dead_count":3)") != std::string::npos);
 }
+
+TEST_CASE("dispatcher: a contact endpoint paused by failing on walhook.* events — the operator tenant hears it once, the contact never") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) {
+    o.notifications.operator_tenant = "ops";
+    o.outcomes.breaker.failure_threshold = 3;
+  });
+  f.add_endpoint(2, 1, false, "t");  // its own contact endpoint: no chain through it
+  auto e = *f.directory.find(2);
+  e.id = 1;
+  e.contact_endpoint_id = 2;
+  f.apply(std::move(e));
+  auto send = [&](const std::string& type) {
+    auto ev = std::make_shared<delivery::event>();
+    ev->id = fmt::format("00000000-0000-0000-0000-{:012}", ++f.events);
+    ev->tenant_id = "t";
+    ev->type = type;
+    ev->created_at = format_iso8601(f.clock.system_now());
+    ev->payload = "{}";
+    ev->body = delivery::make_body(*ev);
+    delivery::job j;
+    j.ev = ev;
+    j.endpoint_id = 1;
+    f.d->submit(std::move(j));
+    f.run();
+    f.transport.answer_all(500);
+    f.run();
+  };
+  for (int i = 0; i < 3; ++i) send("walhook.endpoint.disabled");  // the third pauses it
+  auto rows = published(f.store);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].event_type == "walhook.endpoint.paused");
+  CHECK(rows[0].tenant_id == "ops");
+  CHECK_FALSE(rows[0].endpoint_id);  // not the direct row to endpoint 2
+  CHECK(rows[0].payload.find(R"("endpoint_id":1)") != std::string::npos);
+  // A failed probe round extends the pause and announces nothing more; nor does what waits.
+  const auto attempts = f.transport.calls();
+  f.clock.advance(std::chrono::seconds{61});
+  send("walhook.endpoint.disabled");
+  CHECK(f.transport.calls() == attempts + 1);  // the probe
+  send("walhook.endpoint.disabled");
+  CHECK(published(f.store).size() == 1);
+}
+
+TEST_CASE("dispatcher: the operator tenant's budget — past it, notices wait for one digest at the minute's end") {
+  dispatcher_fixture f([](relay::dispatcher_options& o) {
+    o.notifications.operator_tenant = "ops";
+    o.notifications.budget_per_minute = 2;
+  });
+  for (std::int64_t id = 1; id <= 4; ++id) f.add_endpoint(id);
+  f.transaction({1, 2, 3, 4});
+  f.run();
+  for (std::size_t i = 0; i < 4; ++i) f.transport.answer(i, 410);  // 4 × (disabled, dead)
+  f.run();
+  auto rows = published(f.store);
+  REQUIRE(rows.size() == 2);
+  for (const auto& r : rows) CHECK(r.tenant_id == "ops");
+  f.d->sweep();
+  CHECK(published(f.store).size() == 2);  // within the minute
+  f.clock.advance(std::chrono::seconds{60});
+  f.d->sweep();
+  rows = published(f.store);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[2].event_type == "walhook.endpoints.digest");
+  CHECK(rows[2].tenant_id == "ops");
+  CHECK(rows[2].payload.find(R"("held_back":6)") != std::string::npos);
+  CHECK(rows[2].payload.find(R"("endpoints":3)") != std::string::npos);  // the first one's two went out
+}
+
+TEST_CASE("dispatcher: a rotation's old secret stops signing when the grace ends, though the row still holds it") {
+  dispatcher_fixture f;
+  const std::string fresh = delivery::generate_secret(), old = delivery::generate_secret();
+  auto e = f.add_endpoint(1);
+  e.secret = fresh + " " + old;
+  e.secret_grace_until = f.clock.system_now() + std::chrono::seconds{10};
+  relay::resolve_endpoint(e);
+  f.apply(e);
+  auto verifies = [&](std::size_t call, const std::string& secret) {
+    const delivery::signing_key key[] = {*delivery::parse_secret(secret)};
+    const auto& c = f.transport.at(call);
+    return delivery::verify(key, c.header("webhook-id"), c.header("webhook-timestamp"), c.request.body,
+                            c.header("webhook-signature"));
+  };
+  f.transaction({1});
+  f.run();
+  CHECK(verifies(0, fresh));
+  CHECK(verifies(0, old));
+  f.transport.answer(0, 204);
+  f.clock.advance(std::chrono::seconds{10});  // the grace is over; no drop has reached the stream
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  CHECK(verifies(1, fresh));
+  CHECK_FALSE(verifies(1, old));
+  CHECK(f.transport.at(1).header("webhook-signature").find(' ') == std::string::npos);  // one signature
+}
