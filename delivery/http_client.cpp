@@ -29,12 +29,14 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <cctype>
 #include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <list>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 
 namespace walhook::delivery {
 
@@ -192,6 +194,15 @@ void log_failure(std::string_view what, const http_target& target, const error_c
                     {"cause", raw.message()}});
 }
 
+/// "127.0.0.1:28099: connection refused", "[::1]:443: network is unreachable": one address a
+/// connect was refused by, and the system's reason (strerror, first letter lowered).
+std::string connect_failure_text(const tcp::endpoint& address, const error_code& ec) {
+  std::string why = ec.message();
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  const auto a = address.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(address.port()) + ": " + why;
+}
+
 /// getaddrinfo runs on this process-wide pool. Asio's own resolver uses a single helper thread,
 /// so one customer's hanging DNS would delay every other endpoint's lookups behind it; here a
 /// slow lookup occupies one of several threads. The pool lives as long as the process (a thread
@@ -256,10 +267,8 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
 }
 
 /// Resolve, SSRF guard, connect (every allowed address in turn), TCP_NODELAY, TLS handshake.
-asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connection(client_core& core,
-                                                                                    call_context& call,
-                                                                                    const http_target& target,
-                                                                                    const call_deadline& deadline) {
+asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_error>> open_connection(
+    client_core& core, call_context& call, const http_target& target, const call_deadline& deadline) {
   const auto port = parse_port(target.port);
   if (!port) co_return err(transport_errc::invalid_url);
 
@@ -300,12 +309,22 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   }
   call.conn = conn.get();
   auto& tcp_stream = conn->tcp();
-  tcp_stream.expires_after(deadline.remaining());
-  const auto [connect_ec, peer] = co_await tcp_stream.async_connect(endpoints, use_tuple);
+  // Every allowed address in turn (as Asio's range connect), keeping why each one refused: the
+  // error names them all ("127.0.0.1:28099: connection refused"), not just the last.
+  error_code connect_ec;
+  std::string tried;
+  for (const auto& address : endpoints) {
+    error_code ignored;
+    tcp_stream.socket().close(ignored);  // the next address may be of the other family
+    tcp_stream.expires_after(deadline.remaining());
+    std::tie(connect_ec) = co_await tcp_stream.async_connect(address, use_tuple);
+    if (!connect_ec || core.stopped || deadline.passed()) break;
+    tried += (tried.empty() ? "" : "; ") + connect_failure_text(address, connect_ec);
+  }
   if (connect_ec || core.stopped) {
     const auto mapped = classify_io_error(core.stopped, connect_ec, deadline, transport_errc::connect_failed);
     log_failure("http.connect_error", target, mapped, connect_ec);
-    co_return mapped;
+    co_return transport_error(mapped, mapped == transport_errc::connect_failed ? tried : std::string());
   }
   error_code ignored;
   tcp_stream.socket().set_option(tcp::no_delay(true), ignored);
@@ -338,9 +357,8 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open_connect
   co_return std::move(conn);
 }
 
-asio::awaitable<boost::system::result<http_response>> run_post(std::shared_ptr<client_core> core,
-                                                               std::string pool_key, http_target target,
-                                                               request_message req, steady_clock::time_point start) {
+asio::awaitable<post_result> run_post(std::shared_ptr<client_core> core, std::string pool_key, http_target target,
+                                      request_message req, steady_clock::time_point start) {
   if (core->stopped) co_return err(transport_errc::cancelled);
   const auto at = start + core->options.total_deadline;
   call_context call{*core, at - core->options.clock->steady_now()};
@@ -391,9 +409,8 @@ http_client::~http_client() {
   if (impl_) shutdown();
 }
 
-boost::asio::awaitable<boost::system::result<http_response>> http_client::async_post(const std::string& pool_key,
-                                                                                     const http_target& target,
-                                                                                     const http_request& request) {
+boost::asio::awaitable<post_result> http_client::async_post(const std::string& pool_key, const http_target& target,
+                                                            const http_request& request) {
   const auto start = impl_->options.clock->steady_now();
   // Everything the call needs is copied before the first suspension; `this` is not used after it.
   std::shared_ptr<http_detail::client_core> core = impl_;

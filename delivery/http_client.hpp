@@ -81,9 +81,8 @@ class http_client final : public transport {
   /// that is not an RFC 9110 token or a value containing CR, LF or NUL fails the call with
   /// std::errc::invalid_argument (a caller bug, nothing is sent).
   /// Must be awaited on the client's executor.
-  boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
-                                                                          const http_target& target,
-                                                                          const http_request& request) override;
+  boost::asio::awaitable<post_result> async_post(const std::string& pool_key, const http_target& target,
+                                                 const http_request& request) override;
 
   /// Drops idle connections of one pool (endpoint removed or its URL changed). Safe from any
   /// thread (dispatched to the client's executor).

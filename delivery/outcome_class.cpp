@@ -2,7 +2,7 @@
 
 namespace walhook::delivery {
 
-outcome_class classify_outcome(const boost::system::result<http_response>& r) {
+outcome_class classify_outcome(const post_result& r) {
   if (r) {
     const unsigned s = r->status;
     if (s >= 200 && s < 300) return outcome_class::success;

@@ -33,7 +33,7 @@ inline constexpr std::array<outcome_class, 13> all_outcome_classes{
     outcome_class::other};
 
 /// The class of an attempt's result: an HTTP status by its hundreds, a transport error by kind.
-outcome_class classify_outcome(const boost::system::result<http_response>& r);
+outcome_class classify_outcome(const post_result& r);
 /// The label: "2xx", "3xx", "4xx", "5xx", "timeout", "connect", "tls", "ssrf", "dns",
 /// "network", "protocol", "cancelled", "other".
 std::string_view to_string(outcome_class c);

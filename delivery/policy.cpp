@@ -17,9 +17,7 @@ using namespace std::chrono;
 
 namespace {
 
-std::string transport_error_text(const boost::system::error_code& ec) {
-  return cap_text(ec.message());
-}
+std::string transport_error_text(const transport_error& e) { return cap_text(e.text()); }
 
 int month_index(std::string_view m) {
   static constexpr std::array<std::string_view, 12> names{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -124,7 +122,7 @@ std::optional<seconds> parse_retry_after(std::string_view value, sys_time now) {
   return std::min(delay, seconds{std::numeric_limits<std::int32_t>::max()});
 }
 
-attempt_outcome classify(const boost::system::result<http_response>& response, sys_time now,
+attempt_outcome classify(const post_result& response, sys_time now,
                          const retry_policy& policy) {
   attempt_outcome out;
   if (!response) {

@@ -41,7 +41,7 @@ struct attempt_outcome {
 };
 
 /// Classifies one attempt. `now` resolves HTTP-date Retry-After values.
-attempt_outcome classify(const boost::system::result<http_response>& response, sys_time now,
+attempt_outcome classify(const post_result& response, sys_time now,
                          const retry_policy& policy = {});
 
 /// Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date (IMF-fixdate, RFC 850 or

@@ -20,7 +20,7 @@ class transport_category_impl final : public boost::system::error_category {
         return "address blocked by the SSRF guard: every resolved address is loopback, private, link-local or "
                "reserved (walhook run --allow-private-networks allows them)";
       case transport_errc::connect_failed:
-        return "no resolved address accepted a TCP connection";
+        return "TCP connection failed";
       case transport_errc::tls_failed:
         return "TLS handshake failed (no certificate problem: protocol, cipher, or the server speaks no TLS)";
       case transport_errc::write_failed:

@@ -22,7 +22,7 @@ enum class transport_errc {
   invalid_url = 1,   ///< not an absolute http(s) URL with a host
   resolve_failed,    ///< DNS lookup failed or returned nothing
   address_blocked,   ///< every resolved address was refused by the SSRF guard
-  connect_failed,    ///< no resolved address accepted a TCP connection
+  connect_failed,    ///< no resolved address accepted a TCP connection (transport_error::detail says each and why)
   tls_failed,        ///< TLS handshake failed, not because of the certificate (protocol, no TLS)
   write_failed,      ///< the connection broke while sending the request
   read_failed,       ///< the connection broke before a complete response header
@@ -50,6 +50,26 @@ const boost::system::error_category& tls_verify_category();
 /// tls_hostname_mismatch / tls_unknown_ca values, and tls_verify_category() errors.
 bool is_tls_error(const boost::system::error_code& ec);
 
+/// A failed attempt: its kind — the error_code it is (a transport_errc, or another category's
+/// code), compared and classified as one — and, where the kind alone says too little, what
+/// happened: for connect_failed each address tried and why, "127.0.0.1:28099: connection
+/// refused; [::1]:28099: connection refused". What an endpoint's last_error shows is text().
+class transport_error : public boost::system::error_code {
+ public:
+  transport_error() = default;
+  transport_error(const boost::system::error_code& ec, std::string detail = {})  // implicit, like an error_code
+      : boost::system::error_code(ec), detail_(std::move(detail)) {}
+  transport_error(transport_errc e, std::string detail = {})  // implicit, like an error_code
+      : boost::system::error_code(make_error_code(e)), detail_(std::move(detail)) {}
+  /// "" if the kind says it all.
+  const std::string& detail() const { return detail_; }
+  /// The kind's message, then ": " and the detail if there is one.
+  std::string text() const { return detail_.empty() ? message() : message() + ": " + detail_; }
+
+ private:
+  std::string detail_;
+};
+
 /// One attempt's request: the body and the caller's headers (the transport owns framing).
 struct http_request {
   std::string body;  ///< sent as is, Content-Type: application/json
@@ -65,6 +85,9 @@ struct http_response {
   std::chrono::microseconds elapsed{0};  ///< from call to response header
 };
 
+/// What an attempt comes to: a response (any HTTP status), or a transport_error.
+using post_result = boost::system::result<http_response, transport_error>;
+
 /// Carries attempts. Any HTTP status is a value; transport failures are transport_errc errors.
 /// Thread affinity: one executor; every call on it.
 class transport {
@@ -74,9 +97,8 @@ class transport {
   /// POSTs `request` to `target`; `pool_key` selects the keep-alive pool (walhook: the endpoint
   /// id), so one endpoint never holds another one's connections. The awaitable is lazy: the
   /// arguments must live until it is first awaited.
-  virtual boost::asio::awaitable<boost::system::result<http_response>> async_post(const std::string& pool_key,
-                                                                                  const http_target& target,
-                                                                                  const http_request& request) = 0;
+  virtual boost::asio::awaitable<post_result> async_post(const std::string& pool_key, const http_target& target,
+                                                         const http_request& request) = 0;
   /// Drops idle connections of one pool (endpoint removed, or its URL changed).
   virtual void forget(const std::string& pool_key) = 0;
   /// Ends every call in progress with transport_errc::cancelled; later calls fail the same way.

@@ -12,7 +12,7 @@
 --                      and endpoints, write delivery state and health, disable endpoints, expire
 --                      old outbox rows, publish walhook's own notifications.
 --   walhook_app      : what the application needs — publish events, nothing else.
---   walhook_admin    : what operators need for `walhook endpoint|status|replay|recover|events`.
+--   walhook_admin    : what operators need for `walhook endpoint|status|replay|recover|events|event`.
 --
 -- Idempotent: run it before the first `walhook migrate` (it creates the roles, gives
 -- walhook_migrator CREATE on the database and stops, the schema being absent), run `walhook
@@ -93,4 +93,6 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, w
 GRANT SELECT ON walhook.outbox TO walhook_admin;
 GRANT SELECT, INSERT ON walhook.recoveries TO walhook_admin;  -- walhook recover
 GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin;  -- status and console
+-- walhook event (the delivered snapshot of the tenant's slot) and walhook recover (the layout).
+GRANT SELECT ON walhook.slot_progress, walhook.shard_layout TO walhook_admin;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;

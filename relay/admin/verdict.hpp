@@ -33,6 +33,39 @@ struct merge_successor {
   std::string status;  ///< that row's status
 };
 
+/// What walhook's own records say of the event's transaction (walhook.outbox.xid), for a
+/// first-try success that left no row: the delivered snapshot of the slot that streams the
+/// event's tenant (walhook.slot_progress; docs/decisions.md, "Slot loss") holds every
+/// transaction walhook has handled — delivered, or written to walhook.deliveries.
+struct stream_facts {
+  std::string xid;                       ///< walhook.outbox.xid, "" for a row from before schema version 5
+  std::string slot;                      ///< the slot that streams the event's tenant (its shard's)
+  /// The xid is visible in that slot's delivered snapshot (one recorded by this cluster);
+  /// nullopt: no snapshot recorded, or a row from before schema version 5 (no xid).
+  std::optional<bool> in_delivered_snapshot;
+  /// Why the snapshot does not settle it although it shows the xid, "" if it does: a backfill
+  /// of the slot still running, or a slot incident that could not be backfilled.
+  std::string doubt;
+  /// Why there is no snapshot to ask although the event has an xid, "" otherwise: no slot found
+  /// for the tenant's shard, or none recorded for the slot named.
+  std::string unavailable;
+};
+
+/// An endpoint that follows walhook.outbox by cursor (walhook.endpoint_cursors): whether its
+/// cursor covers the event (handled for it: delivered or written) or still owes it.
+struct cursor_fact {
+  std::optional<bool> covers;  ///< nullopt: no xid to tell (a row from before schema version 5)
+  std::string since;           ///< RFC 3339 UTC: when it left the stream
+};
+
+/// A range of an endpoint's owed events ended dead at once when its cursor was given up
+/// (walhook.dead_ranges), the event among them.
+struct dead_range_fact {
+  std::int64_t id = 0;
+  std::string reason;
+  std::string at;  ///< RFC 3339 UTC
+};
+
 /// What this walhook's in-memory record of attempts (relay/core/outcome_log.hpp) covers.
 struct record_window {
   std::size_t kept = 0;                             ///< attempts kept now
@@ -48,6 +81,12 @@ struct event_facts {
   std::map<std::int64_t, std::string> row_status;       ///< endpoint → the status of its delivery row of the event
   std::vector<outcome_entry> recent;            ///< the record's attempts of the event, oldest first
   record_window window;
+  stream_facts stream;                          ///< the delivered snapshot's word on it
+  std::map<std::int64_t, cursor_fact> cursors;          ///< endpoint → its outbox cursor, if it follows one
+  std::map<std::int64_t, dead_range_fact> dead_ranges;  ///< endpoint → the given-up range that holds the event
+  /// endpoint → a newer state of the event's merge key routed there (inserted after it): the
+  /// event may have been merged into it without a row.
+  std::map<std::int64_t, std::string> newer_states;
 };
 
 /// One endpoint's line of the answer.
@@ -56,7 +95,7 @@ struct endpoint_verdict {
   bool routed = false;                       ///< the routing sends the event there
   std::optional<std::string> routed_reason;  ///< why not, if not
   std::string verdict;                       ///< delivered | pending | dead | in_flight | not_routed | merged | unknown
-  std::optional<std::string> reason;         ///< why, when neither a row nor an attempt decides
+  std::optional<std::string> reason;         ///< why, and how it was inferred, when neither a row nor an attempt decides
   bool operator==(const endpoint_verdict&) const = default;
 };
 
@@ -65,10 +104,13 @@ inline constexpr const char* no_match_reason = "its tenant, event types or direc
 
 /// The verdict for one endpoint, in order: its delivery row's status (sending → in_flight);
 /// else the newest attempt's result (retry → pending); else not_routed if it was added after
-/// the event; else merged if a newer state of the merge key has a row there; else unknown,
-/// never pending (a promise), with what may have happened depending on whether the event is
-/// newer than the record's oldest attempt. `last` is the newest attempt of the event to that
-/// endpoint in the record, if any.
+/// the event; else merged if a newer state of the merge key has a row there; else dead if its
+/// cursor was given up with the event in the range; else, routed: pending if its outbox cursor
+/// owes it, delivered if its cursor covers it or (no cursor) the delivered snapshot shows it
+/// handled without doubt — inferred, the reason says from what — unless a newer state of its
+/// merge key may have replaced it (then unknown); else unknown, never pending (a promise),
+/// with what may have happened. `last` is the newest attempt of the event to that endpoint in
+/// the record, if any.
 endpoint_verdict verdict_for(std::int64_t endpoint_id, const event_facts& facts, const outcome_entry* last);
 
 /// The answer's endpoints by id: those the routing matches now, and any other with a delivery

@@ -32,7 +32,9 @@ command add_replay(CLI::App& app);    ///< relay/cli/replay.cpp
 command add_recover(CLI::App& app);   ///< relay/cli/recover.cpp
 command add_reshard(CLI::App& app);   ///< relay/cli/reshard.cpp
 command add_events(CLI::App& app);    ///< relay/cli/events.cpp
+command add_event(CLI::App& app);     ///< relay/cli/event.cpp
 command add_demo(CLI::App& app);      ///< relay/cli/demo.cpp
+command add_help(CLI::App& app);      ///< relay/cli/help.cpp (`app` must outlive the command)
 
 /// Adds every command, in the order `walhook --help` lists them.
 std::vector<command> add_commands(CLI::App& app);

@@ -6,6 +6,7 @@
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
 #include "relay/core/notifications.hpp"
+#include "relay/cli/plural.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/operations.hpp"
 #include "relay/operations/schema.hpp"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -22,10 +24,11 @@ namespace walhook::relay::cli {
 
 namespace {
 
-/// "endpoint 3: resumed; 12 deliveries due now" and the change's note.
-void print_change(const operations::change& c, const char* what = "deliveries due now") {
+/// "endpoint 3: resumed; 12 deliveries due now" (1 delivery) and the change's note.
+void print_change(const operations::change& c, std::string_view one = "delivery due now",
+                  std::string_view many = "deliveries due now") {
   std::cout << fmt::format("endpoint {}: {}", c.endpoint_id, c.action);
-  if (c.deliveries > 0) std::cout << fmt::format("; {} {}", c.deliveries, what);
+  if (c.deliveries > 0) std::cout << "; " << plural(c.deliveries, one, many);
   std::cout << "\n";
   if (!c.note.empty()) std::cout << "note: " << c.note << "\n";
 }
@@ -207,7 +210,7 @@ int remove(const one_endpoint& e, bool force) {
     }
   }
   auto c = operations::remove(db, e.id);
-  print_change(c, c.deliveries == 1 ? "open delivery ended dead" : "open deliveries ended dead");
+  print_change(c, "open delivery ended dead", "open deliveries ended dead");
   return 0;
 }
 

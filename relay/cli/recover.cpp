@@ -4,6 +4,7 @@
 
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
+#include "relay/cli/plural.hpp"
 #include "relay/core/shard.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/schema.hpp"
@@ -58,8 +59,9 @@ SELECT count(*) FILTER (WHERE state <> 'done'), coalesce(sum(events), 0), coales
   FROM walhook.recoveries WHERE id = ANY ($1::bigint[]))sql",
                       pg::params{"{" + ids + "}"});
     if (st.value(0, 0) == "0") {
-      std::cout << "recovery " << ids << " done: " << st.value(0, 1) << " events, " << st.value(0, 2)
-                << " deliveries delivered or stored (one already recorded delivered in walhook.deliveries is not sent "
+      std::cout << "recovery " << ids << " done: " << plural(std::stoll(std::string(st.value(0, 1))), "event", "events")
+                << ", " << plural(std::stoll(std::string(st.value(0, 2))), "delivery", "deliveries")
+                << " delivered or stored (one already recorded delivered in walhook.deliveries is not sent "
                    "again when it has to wait there: walhook replay covers those)\n";
       return 0;
     }
@@ -88,7 +90,8 @@ SELECT count(*) FROM walhook.outbox
    AND ($3::text IS NULL OR tenant_id = $3))sql",
                        pg::params{a.since, text_or_null(a.until), text_or_null(a.tenant)});
   const std::string ids = request(db, a, slots);
-  std::cout << "recovery " << ids << ": " << count.value(0, 0) << " events to deliver again through the walhook"
+  std::cout << "recovery " << ids << ": " << plural(std::stoll(std::string(count.value(0, 0))), "event", "events")
+            << " to deliver again through the walhook"
             << (slots.size() > 1 ? "s streaming slots " + slots.front() + " … " + slots.back() : " streaming slot " + slots.front())
             << " (same webhook-ids: receivers that dedupe see each once)\n";
   if (a.wait) return wait_done(db, a, ids, slots);

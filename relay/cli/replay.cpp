@@ -3,6 +3,7 @@
 
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
+#include "relay/cli/plural.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/operations.hpp"
 #include "relay/operations/schema.hpp"
@@ -35,7 +36,7 @@ int replay(const replay_args& a) {
                                          .until = text_or_null(a.until)});
   std::int64_t total = 0;
   for (const auto& c : changes) total += c.deliveries;
-  std::cout << "replayed " << total << " deliveries\n";
+  std::cout << "replayed " << plural(total, "delivery", "deliveries") << "\n";
   if (a.endpoint->count())
     if (auto note = operations::cursor_note(db, a.endpoint_id)) std::cout << "note: " << *note << "\n";
   for (const auto& c : changes)

@@ -7,12 +7,14 @@
 #include "common/log.hpp"
 #include "common/time.hpp"
 #include "delivery/signing.hpp"
+#include "relay/admin/access.hpp"
 #include "relay/admin/api.hpp"
 #include "relay/admin/server.hpp"
 #include "relay/demo/embedded_postgres.hpp"
 #include "relay/demo/receiver.hpp"
 #include "relay/engine/engine.hpp"
 #include "relay/operations/blocking_db.hpp"
+#include "relay/operations/errors.hpp"
 #include "relay/operations/schema.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -142,7 +144,8 @@ int send_samples(const std::string& database_url, const std::vector<sample>& eve
       if (db.exec("SELECT active FROM pg_replication_slots WHERE slot_name = 'walhook'").value(0, 0) == "t") break;
       std::this_thread::sleep_for(50ms);
     }
-    std::cout << "\n  walhook is streaming the slot; committing " << events.size() << " sample events ...\n\n"
+    std::cout << "\n  walhook is streaming the slot; committing " << events.size() << " sample event"
+              << (events.size() == 1 ? "" : "s") << " ...\n\n"
               << std::flush;
     for (const auto& s : events) {
       if (stop) break;
@@ -163,9 +166,10 @@ int send_samples(const std::string& database_url, const std::vector<sample>& eve
     std::sort(sorted.begin(), sorted.end());
     double p50 = sorted.empty() ? 0 : sorted[sorted.size() / 2];
     double max = sorted.empty() ? 0 : sorted.back();
-    std::cout << fmt::format("\n  {} events committed → {} of {} deliveries received, {} signatures valid; "
+    std::cout << fmt::format("\n  {} event{} committed → {} of {} deliver{} received, {} signature{} valid; "
                              "latency after COMMIT p50 {:.1f} ms, max {:.1f} ms\n",
-                             events.size(), got.received, expected, got.valid, p50, max);
+                             events.size(), events.size() == 1 ? "" : "s", got.received, expected,
+                             expected == 1 ? "y" : "ies", got.valid, got.valid == 1 ? "" : "s", p50, max);
     exit_code = (got.received >= expected && got.valid == got.received) ? 0 : 1;
     if (hold && !stop) {
       std::cout << fmt::format("\n  still running; publish more from another terminal, e.g.\n"
@@ -181,9 +185,28 @@ int send_samples(const std::string& database_url, const std::vector<sample>& eve
   return exit_code;
 }
 
+/// Where the console listens: --admin-listen, else localhost:9187 with --hold; "" for none.
+/// Checked before anything starts: the demo has no token, so only loopback (access.hpp's rule
+/// for a listener without --admin-token-file) — refused with the way out, never silently none.
+std::string console_listen(const demo_args& a) {
+  const std::string listen = a.admin_listen.empty() && a.hold ? "localhost:9187" : a.admin_listen;
+  if (listen.empty() || listen == "off") return "";
+  run_options probe;
+  probe.admin_listen = listen;
+  try {
+    check_admin_access(probe);
+  } catch (const invalid_input& e) {
+    throw invalid_input(fmt::format("the demo's console: {} (walhook demo has no --admin-token-file: its console "
+                                    "listens on loopback only)",
+                                    e.what()));
+  }
+  return listen;
+}
+
 }  // namespace
 
 int cmd_demo(const demo_args& a) {
+  const std::string listen = console_listen(a);
   if (!std::getenv("WALHOOK_LOG_LEVEL")) log::set_level(log::level::warn);
   std::cout << "walhook demo: outbox rows → logical replication (pgoutput) → signed webhooks\n\n";
   std::cout << "  starting a throwaway PostgreSQL (wal_level=logical) ..." << std::flush;
@@ -210,8 +233,7 @@ int cmd_demo(const demo_args& a) {
   engine relay(ioc.get_executor(), options);
   // The console on loopback (no token needed there): with --hold it is what to look at.
   std::unique_ptr<admin_server> admin;
-  const std::string listen = a.admin_listen.empty() && a.hold ? "localhost:9187" : a.admin_listen;
-  if (!listen.empty() && listen != "off") {
+  if (!listen.empty()) {
     try {
       options.admin_listen = listen;
       admin = std::make_unique<admin_server>(ioc.get_executor(), relay, check_admin_access(options));

@@ -239,7 +239,7 @@ void dispatcher::mark_sending(const std::shared_ptr<running>& r) {
 }
 
 delivery::outcome_class dispatcher::count_attempt(std::int64_t endpoint_id,
-                                                  const boost::system::result<delivery::http_response>& response,
+                                                  const delivery::post_result& response,
                                                   steady_time::duration took) {
   const auto outcome = delivery::classify_outcome(response);
   const auto cls = static_cast<std::size_t>(outcome);

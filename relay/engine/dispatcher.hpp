@@ -211,8 +211,8 @@ class dispatcher {
   void mark_sending(const std::shared_ptr<running>& r);
   /// /metrics: one attempt's outcome class and duration, globally and for its endpoint. Returns
   /// the class (the outcome log records it too).
-  delivery::outcome_class count_attempt(std::int64_t endpoint_id, const boost::system::result<delivery::http_response>& response,
-                     steady_time::duration took);
+  delivery::outcome_class count_attempt(std::int64_t endpoint_id, const delivery::post_result& response,
+                                        steady_time::duration took);
   /// The endpoint's counters if it is (still) in the directory; nullptr otherwise.
   endpoint_counters* counters_of(std::int64_t endpoint_id);
   /// Queues the outbox rows of `n` (right behind the write that caused it: the same transaction).

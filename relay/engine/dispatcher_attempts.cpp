@@ -57,7 +57,7 @@ void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::option
 asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const std::int64_t id = r->j.endpoint_id;
   const endpoint* ep = directory_.find(id);
-  boost::system::result<delivery::http_response> response = delivery::transport_errc::protocol_error;
+  delivery::post_result response = delivery::transport_errc::protocol_error;
   std::optional<steady_time::duration> took;
   delivery::outcome_class outcome = delivery::outcome_class::other;  ///< of the attempt, once made
   // Checked at send time: the endpoint may have changed since the delivery was admitted.

@@ -157,9 +157,15 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
           pg::params{std::to_string(endpoint_id), status});
   change c{.endpoint_id = endpoint_id, .action = it->second, .deliveries = 0, .note = ""};
   if (action == "enable" || action == "resume") {
-    // An operator's go-ahead also closes the circuit breaker and clears the disable reason.
+    // An operator's go-ahead also closes the circuit breaker and clears the disable reason and
+    // the last error: what failed before the go-ahead is history, not the endpoint's state (a
+    // success after it writes no health, so an error left here would show as current for good).
+    // The next failure records its own; the cleared one goes into the answer's note.
+    auto before =
+        db.exec("SELECT last_status, last_error FROM walhook.endpoint_health WHERE endpoint_id = $1 FOR UPDATE", id);
     db.exec("UPDATE walhook.endpoint_health SET consecutive_failures = 0, first_failure_at = NULL, paused_until = NULL, "
-            "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, updated_at = now() WHERE endpoint_id = $1",
+            "probe_rounds = 0, disabled_at = NULL, disabled_reason = NULL, last_status = NULL, last_error = NULL, "
+            "updated_at = now() WHERE endpoint_id = $1",
             id);
     // Go-ahead means now: pending deliveries waiting out a backoff or a pause become due. The
     // answer counts every pending one (all are due now), not only those that had to wait.
@@ -170,6 +176,9 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
     c.deliveries = std::stoll(std::string(
         db.exec("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'", id).value(0, 0)));
     if (waited > 0) c.note = fmt::format("{} of them had been waiting out a backoff or a pause", waited);
+    if (before.rows() > 0 && !before.is_null(0, 1))
+      c.note += fmt::format("{}its last error, from before the {}, is cleared: {}", c.note.empty() ? "" : "; ", action,
+                            delivery::cap_text(std::string(before.value(0, 1)), 300));
     wake_relay(db, endpoint_id, "resume");
   } else if (action == "pause") {
     c.note = fmt::format("its deliveries wait (none is lost) until `walhook endpoint resume {}` — up to "

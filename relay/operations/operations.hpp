@@ -30,8 +30,9 @@ struct change {
 };
 
 /// pause | resume | enable | disable. resume and enable also close the circuit breaker, clear the
-/// disable reason and make the endpoint's pending deliveries due now ("retry pending now" is
-/// resume). Throws not_found("no endpoint with id N"), invalid_input for another action.
+/// disable reason and the last error (last_status, last_error of walhook.endpoint_health: the
+/// cleared error is in the note) and make the endpoint's pending deliveries due now ("retry
+/// pending now" is resume). Throws not_found("no endpoint with id N"), invalid_input for another action.
 change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& action);
 
 /// Deliveries of an endpoint still to do (pending or sending), for remove's confirmation.

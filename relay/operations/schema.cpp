@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 namespace walhook::relay::operations {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -74,6 +76,14 @@ namespace {
 
 using say_fn = std::function<void(const std::string&)>;
 
+/// pg::connection's connect error in the words every other command uses (blocking_db): libpq's
+/// message without the "connection failed: " each attempt starts with, on one line, no tabs.
+std::string connect_error_text(std::string text) {
+  constexpr std::string_view prefix = "connection failed: ";
+  for (auto at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) text.erase(at, prefix.size());
+  return one_line(std::move(text));
+}
+
 /// The migrations, on the async connection driven to completion here; says what it applied.
 void apply_migrations(const std::string& url, const say_fn& say) {
   asio::io_context ioc;
@@ -89,7 +99,7 @@ void apply_migrations(const std::string& url, const say_fn& say) {
   auto report = fut.get();
   if (!report) {
     if (report.error() == pg::errc::connect_failed || report.error() == pg::errc::timeout)
-      throw unavailable("cannot connect to PostgreSQL: " + conn.last_error());
+      throw unavailable("cannot connect to PostgreSQL: " + connect_error_text(conn.last_error()));
     throw unavailable("migration failed: " + conn.last_error());
   }
   for (const auto& name : report->applied) say("applied " + name);

@@ -280,6 +280,34 @@ TEST_CASE("admin API: access, reads, actions, HEAD, console, and PostgreSQL down
   }
   CHECK(call(port, "POST", "/api/endpoints/999999/pause", json_post, "{}").status == 404);
 
+  // --- resume clears the last error: a healed endpoint does not show its old one as current.
+  // Paused first, so no attempt succeeds (and writes its health) before the resume does.
+  {
+    REQUIRE(call(port, "POST", fmt::format("/api/endpoints/{}/pause", bad), json_post, "{}").status == 200);
+    REQUIRE(s.value("SELECT last_error FROM walhook.endpoint_health WHERE endpoint_id = $1", bad_id) == "HTTP 500");
+    s.rcv->set_behaviour("/bad", relay::receiver_behaviour{});  // healthy: 200
+    auto r = call(port, "POST", fmt::format("/api/endpoints/{}/resume", bad), json_post, "{}");
+    REQUIRE(r.status == 200);
+    simdjson::dom::element change = parser.parse(r.body);
+    CHECK(std::string_view(change["note"]).find("its last error, from before the resume, is cleared: HTTP 500") !=
+          std::string_view::npos);
+    simdjson::dom::element healed;
+    bool clear = test::eventually(
+        [&] {
+          auto a = call(port, "GET", fmt::format("/api/endpoints/{}", bad), auth);
+          if (a.status != 200) return false;
+          healed = parser.parse(a.body);
+          return healed["pending"].get_int64().value() + healed["sending"].get_int64().value() == 0 &&
+                 healed["following_outbox_since"].is_null();
+        },
+        20s);
+    REQUIRE(clear);
+    CHECK(healed["last_error"].is_null());
+    CHECK(healed["last_status"].is_null());
+    CHECK(healed["consecutive_failures"].get_int64().value() == 0);
+    CHECK(std::string_view(healed["status"]) == "active");
+  }
+
   // --- resend: the receiver gets the same webhook-id a second time
   {
     auto a = call(port, "POST", "/api/deliveries/resend", json_post,

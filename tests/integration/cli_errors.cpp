@@ -60,6 +60,48 @@ TEST_CASE("bad flags and unreachable databases") {
   auto bad_json = run_cli({"send", "--database-url", "postgresql://x", "--tenant", "t", "--type", "x", "--data", "{nope"});
   CHECK(bad_json.code == 1);
   CHECK(bad_json.output.starts_with("walhook: --data is not valid JSON"));
+
+  // migrate says it as every other command does: one line, no tab, no extra prefix.
+  const std::string unreachable = "postgresql://postgres@127.0.0.1:" + std::to_string(closed) + "/x";
+  auto status = run_cli({"status", "--database-url", unreachable});
+  auto migrate = run_cli({"migrate", "--database-url", unreachable});
+  CHECK(status.code == 1);
+  CHECK(migrate.code == 1);
+  CHECK(status.output.starts_with("walhook: cannot connect to PostgreSQL: connection to server at \"127.0.0.1\""));
+  CHECK(migrate.output == status.output);
+  CHECK(migrate.output.find('\t') == std::string::npos);
+  CHECK(one_line(migrate.output));
+}
+
+TEST_CASE("walhook help: the top-level help, and a command's; walhook demo refuses a console it cannot serve") {
+  auto top = run_cli({"help"});
+  auto flag = run_cli({"--help"});
+  CHECK(top.code == 0);
+  CHECK(top.output == flag.output);
+  CHECK(top.output.find("endpoint") != std::string::npos);
+  CHECK(top.output.find("help") != std::string::npos);
+  for (const std::vector<std::string>& words : {std::vector<std::string>{"endpoint", "add"}, {"events"}, {"event"}, {"run"}}) {
+    std::vector<std::string> asked{"help"};
+    asked.insert(asked.end(), words.begin(), words.end());
+    std::vector<std::string> with_flag = words;
+    with_flag.push_back("--help");
+    auto a = run_cli(asked);
+    auto b = run_cli(with_flag);
+    CAPTURE(words.front());
+    CHECK(a.code == 0);
+    CHECK(a.output == b.output);
+  }
+  CHECK(run_cli({"help", "events"}).output.find("--type") != std::string::npos);
+  auto typo = run_cli({"help", "endpoint", "rmove"});
+  CHECK(typo.code == 1);
+  CHECK(typo.output == "walhook: unknown command 'rmove'; did you mean 'remove'?\n");
+
+  // The demo's console has no token: a non-loopback address fails before anything starts.
+  auto demo = run_cli({"demo", "--admin-listen", "0.0.0.0:0"});
+  CHECK(demo.code == 1);
+  CHECK(demo.output.starts_with("walhook: the demo's console: --admin-listen 0.0.0.0:0 is not a loopback address"));
+  CHECK(demo.output.find("starting a throwaway PostgreSQL") == std::string::npos);
+  CHECK(one_line(demo.output));
 }
 
 TEST_CASE("a database that was never migrated, and a role without REPLICATION") {
@@ -132,6 +174,17 @@ TEST_CASE("the least-privilege roles of sql/roles.sql run walhook and publish ev
   pg::params p{"t", "x", "{}"};
   std::string id = test::query_value(app, "SELECT walhook.publish($1, $2, $3::jsonb)", p);
   CHECK(test::eventually([&] { return rcv->count("/a") == 1; }, std::chrono::seconds(20)));
+  // walhook event as walhook_admin: it reads the tenant's slot's delivered snapshot (sql/roles.sql
+  // grants it) and infers the first-try success that left no row.
+  const std::string endpoint_id = added.output.substr(4, added.output.find('\n') - 4);  // "id: N\n…"
+  outcome asked;
+  CHECK(test::eventually(
+      [&] {
+        asked = run_cli({"event", id, "--database-url", as("walhook_admin"), "--slot", "roles"});
+        return asked.code == 0 && asked.output.find(fmt::format("{:>8}  delivered ", endpoint_id)) != std::string::npos;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(500)));
+  INFO(asked.output);
   // walhook_relay publishes its notifications (an outbox INSERT of its own: sql/roles.sql grants it).
   relay::receiver_behaviour down;
   down.status = 503;

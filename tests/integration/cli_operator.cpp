@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -625,4 +626,144 @@ TEST_CASE("the operator tenant's name is reserved: endpoint add needs --operator
   CHECK(s.last_output == "walhook: tenant 'walhook-operator' is walhook's operator tenant: only walhook publishes there\n");
   CHECK(s.value("SELECT count(*) FROM walhook.outbox") == "0");
   REQUIRE(s.cli({"send", "--tenant", "ops", "--type", "order.paid", "--data", "{}"}) == 0);
+
+TEST_CASE("resume after the SSRF guard's refusal: the old error is not shown as current (status table, --json)") {
+  setup s("op_resume_error");
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/hook"), delivery::generate_secret());
+  pg::params id{std::to_string(ep)};
+  // The README's first hour: walhook run without --allow-private-networks, a receiver on
+  // loopback. A retry waits 30–60 min (--backoff-base-ms): only resume sends it sooner.
+  const std::vector<std::string> slow_retry{"--backoff-base-ms", "3600000"};
+  test::walhook_process guarded({"run", "--database-url", s.url, "--slot", s.slot, "--backoff-base-ms", "3600000"}, "guarded");
+  guarded.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.publish("t", "order.paid", "{}");
+  REQUIRE(test::eventually(
+      [&] { return s.value("SELECT last_error FROM walhook.endpoint_health WHERE endpoint_id = $1", id).find("SSRF guard") !=
+                   std::string::npos; },
+      20s));
+  CHECK(guarded.stop() == 0);
+  REQUIRE(s.cli({"status", "--json"}) == 0);
+  CHECK(status_lines(s.last_output)[ep].find("SSRF guard") != std::string::npos);  // current, so shown
+
+  // The way out the README gives: the flag, then resume.
+  auto walhook = s.start_walhook(slow_retry);
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  CHECK(s.received("/hook").empty());  // the pending delivery waits out its backoff
+  REQUIRE(s.cli({"endpoint", "resume", std::to_string(ep)}) == 0);
+  CHECK(s.last_output.starts_with(fmt::format("endpoint {}: resumed; 1 delivery due now\n", ep)));
+  CHECK(s.last_output.find("its last error, from before the resume, is cleared: address blocked by the SSRF guard") !=
+        std::string::npos);
+  REQUIRE(test::eventually([&] { return s.received("/hook").size() == 1; }, 20s));
+  REQUIRE(test::eventually(
+      [&] { return s.value("SELECT status FROM walhook.deliveries WHERE endpoint_id = $1", id) == "delivered"; }, 20s));
+
+  // Healthy now: no error in the health row, in status --json or in the table.
+  CHECK(s.value("SELECT coalesce(last_error, 'none') || ' ' || coalesce(last_status::text, 'none') || ' ' || "
+                "consecutive_failures FROM walhook.endpoint_health WHERE endpoint_id = $1",
+                id) == "none none 0");
+  REQUIRE(s.cli({"status", "--json"}) == 0);
+  simdjson::dom::parser parser;
+  simdjson::dom::element row = parser.parse(status_lines(s.last_output)[ep]);
+  CHECK(row["last_error"].is_null());
+  CHECK(int64_t(row["consecutive_failures"]) == 0);
+  REQUIRE(s.cli({"status"}) == 0);
+  std::string line;
+  std::istringstream text(s.last_output);
+  for (std::string l; std::getline(text, l);)
+    if (l.starts_with(fmt::format("{:>6}  ", ep))) line = l;
+  CHECK(line.ends_with(" -"));  // the last_error column
+  CHECK(line.find("SSRF") == std::string::npos);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("walhook event: a first-try success from before a restart is delivered, inferred and said why; events --type") {
+  setup s("op_event");
+  long long ep = test::add_endpoint(s.db, "t", s.rcv->url("/e"), delivery::generate_secret());
+  long long shipped_only = test::add_endpoint(s.db, "t", s.rcv->url("/s"), delivery::generate_secret(), {"order.shipped"});
+  auto walhook = s.start_walhook();  // --record failed (the default): a first-try success leaves no row
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  const std::string paid = s.publish("t", "order.paid", R"({"n": 1})");
+  const std::string shipped = s.publish("t", "order.shipped", R"({"n": 2})");
+  REQUIRE(test::eventually([&] { return s.received("/e").size() == 2 && s.received("/s").size() == 1; }, 20s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries") == "0");
+  // walhook records its delivered snapshot about every second while streaming.
+  REQUIRE(test::eventually(
+      [&] {
+        return s.value("SELECT pg_visible_in_snapshot(o.xid, p.delivered_snapshot) FROM walhook.outbox o, "
+                       "walhook.slot_progress p WHERE o.id = $1::uuid AND p.slot_name = $2",
+                       {paid, s.slot}) == "t";
+      },
+      20s));
+  CHECK(walhook.stop() == 0);  // the in-memory record of attempts goes with the process
+
+  auto again = s.start_walhook({"--admin-listen", "127.0.0.1:0"});
+  REQUIRE(test::eventually([&] { return s.streaming() && again.admin_port() != 0; }, 20s));
+  REQUIRE(s.cli({"event", paid}) == 0);
+  const std::string table = s.last_output;
+  INFO(table);
+  CHECK(table.starts_with(fmt::format("event {}: tenant t, type order.paid, created 20", paid)));
+  CHECK(table.find(fmt::format("{:>8}  {:<10} {:>8} {:>11}  {}\n", ep, "delivered", "-", "-", s.rcv->url("/e"))) !=
+        std::string::npos);
+  CHECK(table.find(fmt::format("why: inferred from walhook's records: no delivery row (a first-try success leaves none "
+                               "with --record failed), routed to it, and its transaction (xid ")) != std::string::npos);
+  CHECK(table.find(fmt::format("is in the delivered snapshot of slot {}", s.slot)) != std::string::npos);
+  CHECK(table.find(fmt::format("{:>8}  ", shipped_only)) == std::string::npos);  // not subscribed: not shown
+  // The slot is found in walhook.slot_progress; another one named has no snapshot to ask.
+  REQUIRE(s.cli({"event", paid, "--slot", "nope"}) == 0);
+  CHECK(s.last_output.find(fmt::format("{:>8}  unknown ", ep)) != std::string::npos);
+  CHECK(s.last_output.find("walhook's records cannot tell: walhook has recorded no delivered snapshot for slot nope") !=
+        std::string::npos);
+
+  // --json is the admin API's answer; the API (from the running walhook) says the same.
+  REQUIRE(s.cli({"event", paid, "--json"}) == 0);
+  simdjson::dom::parser parser;
+  simdjson::dom::element cli = parser.parse(s.last_output);
+  REQUIRE(cli["endpoints"].get_array().size() == 1);
+  auto line = cli["endpoints"].at(0);
+  CHECK(int64_t(line["endpoint_id"]) == ep);
+  CHECK(std::string_view(line["verdict"]) == "delivered");
+  CHECK(line["delivery"].is_null());
+  const std::string reason{std::string_view(line["reason"])};
+  CHECK(reason.starts_with("inferred from walhook's records"));
+  const auto [status, body] = test::http_get(again.admin_port(), "/api/events/" + paid);
+  REQUIRE(status == 200);
+  simdjson::dom::parser parser2;
+  simdjson::dom::element api = parser2.parse(body);
+  CHECK(std::string_view(api["endpoints"].at(0)["verdict"]) == "delivered");
+  CHECK(std::string_view(api["endpoints"].at(0)["reason"]) == reason);
+
+  // A paused endpoint follows the outbox by cursor: what its cursor owes has no row and no
+  // attempt, and is pending — owed, said so — not unknown.
+  long long paused = test::add_endpoint(s.db, "d", s.rcv->url("/d"), delivery::generate_secret());
+  REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 20s));
+  REQUIRE(s.cli({"endpoint", "pause", std::to_string(paused)}) == 0);
+  REQUIRE(test::eventually([&] { return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")); }, 20s));
+  std::string owed;
+  for (int i = 0; i < 3; ++i) owed = s.publish("d", "order.paid", "{}");
+  REQUIRE(test::eventually(
+      [&] {
+        return s.acknowledged(s.value("SELECT pg_current_wal_lsn()::text")) &&
+               s.value("SELECT count(*) FROM walhook.endpoint_cursors WHERE endpoint_id = $1", {std::to_string(paused)}) == "1";
+      },
+      20s));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE event_id = $1::uuid", {owed}) == "0");
+  REQUIRE(s.cli({"event", owed}) == 0);
+  CHECK(s.last_output.find(fmt::format("{:>8}  {:<10}", paused, "pending")) != std::string::npos);
+  CHECK(s.last_output.find("why: owed by its outbox cursor: the endpoint follows walhook.outbox since ") != std::string::npos);
+  CHECK(s.received("/d").empty());
+
+  CHECK(s.cli({"event", "00000000-0000-0000-0000-000000000000"}) == 1);
+  CHECK(s.last_output == "walhook: no event with id 00000000-0000-0000-0000-000000000000 (the outbox row is gone, or never was)\n");
+  CHECK(s.cli({"event", "nope"}) == 1);
+  CHECK(s.last_output == "walhook: event id 'nope' is not a UUID (walhook.outbox.id, the webhook-id)\n");
+
+  // walhook events --type: only those event types.
+  REQUIRE(s.cli({"events", "--tenant", "t", "--type", "order.shipped"}) == 0);
+  CHECK(s.last_output.find(shipped) != std::string::npos);
+  CHECK(s.last_output.find(paid) == std::string::npos);
+  CHECK(std::count(s.last_output.begin(), s.last_output.end(), '\n') == 1);
+  REQUIRE(s.cli({"events", "--tenant", "t", "--type", "order.paid, order.shipped"}) == 0);
+  CHECK(std::count(s.last_output.begin(), s.last_output.end(), '\n') == 2);
+  CHECK(again.stop() == 0);
 }

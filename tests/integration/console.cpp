@@ -231,6 +231,44 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
   CHECK(sc.value("SELECT status FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(healthy)}) == "paused");
   CHECK(walhook.count_in_log("admin.action") >= 2);
 
+  // The failing endpoint is healthy again (its breaker still holds it: nothing went out since).
+  // Resumed from its page, its old error is not shown as current: no red 503 in the list.
+  sc.rcv->set_behaviour("/failing", relay::receiver_behaviour{});
+  b.navigate(console + "#/endpoints/" + std::to_string(failing));
+  // Its own page (not the previous endpoint's, still shown until the route changes), loaded.
+  REQUIRE(b.wait_for(fmt::format("(() => {{ const h = document.querySelector('.page-head h1'); return !!h && "
+                                 "h.textContent.startsWith('Endpoint {} ') && !!document.getElementById('action-resume'); }})()",
+                                 failing),
+                     15s));
+  b.evaluate(click("#action-resume"));
+  confirm_in_dialog(b);
+  CHECK(b.evaluate_bool("document.querySelector('#confirm-result .done-box').textContent.includes('is cleared: HTTP 503')"));
+  close_dialog(b);
+  REQUIRE(test::eventually([&] { return sc.received("/failing", 200).size() == 3; }, 20s));
+  b.navigate(console);
+  const std::string healed = fmt::format(
+      "(() => {{ const r = document.querySelector('#endpoints-table tr[data-endpoint-id=\"{}\"]'); return !!r && "
+      "r.querySelector('td[data-col=\"pending\"]').textContent === '0' && "
+      "r.querySelector('td[data-col=\"last_error\"] .error-text') === null; }})()",
+      failing);
+  CHECK(b.wait_for(healed, 15s));
+  CHECK(cell(failing, "status") == "active");
+  CHECK(cell(failing, "last_error").find("503") == std::string::npos);
+  CHECK(cell(failing, "last_status").find("503") == std::string::npos);
+
+  // An event's page shows a verdict's reason inline, not only on hover: here an endpoint added
+  // after the event (not_routed), next to one whose row decides (no reason).
+  long long late = test::add_endpoint(sc.db, "acme", sc.rcv->url("/late"), delivery::generate_secret());
+  b.navigate(console + "#/events/" + event_id);
+  REQUIRE(b.wait_for("document.querySelectorAll('#event-table tbody tr').length === 3", 15s));
+  auto inline_reason = [&](long long id) {
+    return b.evaluate_string(fmt::format("(() => {{ const r = document.querySelector('#event-table tr[data-endpoint-id=\"{}\"] "
+                                         "td.verdict .verdict-reason'); return r ? r.textContent : ''; }})()",
+                                         id));
+  };
+  CHECK(inline_reason(late).find("the endpoint was added after the event") != std::string::npos);
+  CHECK(inline_reason(failing).empty());
+
   // No CSP violation above (they are console errors): the console runs under its own policy,
   // which is in force — an injected inline script does not run.
   for (auto& e : b.page_errors()) MESSAGE("page error: " << e);

@@ -158,7 +158,7 @@ TEST_CASE("413 is dead at once; replay sends it again with the original webhook-
   s.rcv->set_behaviour("/r", ok);
   std::string delivery = s.value("SELECT id FROM walhook.deliveries WHERE event_id = $1::uuid", ev);
   REQUIRE(s.walhook_cli({"replay", "--delivery", delivery}) == 0);
-  CHECK(s.last_output.find("replayed 1 deliveries") != std::string::npos);
+  CHECK(s.last_output.find("replayed 1 delivery\n") != std::string::npos);
   REQUIRE(test::eventually([&] { return s.received("/r").size() == 1; }, 20s));
   auto r = s.received("/r").front();
   CHECK(r.webhook_id == event);

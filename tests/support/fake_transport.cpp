@@ -13,7 +13,7 @@ struct fake_transport::pending {
   explicit pending(asio::any_io_executor ex) : timer(ex, std::chrono::steady_clock::time_point::max()) {}
   call c;
   asio::steady_timer timer;
-  boost::system::result<delivery::http_response> result = delivery::transport_errc::cancelled;
+  delivery::post_result result = delivery::transport_errc::cancelled;
 };
 
 fake_transport::fake_transport(asio::any_io_executor ex) : executor_(std::move(ex)) {}
@@ -25,7 +25,7 @@ std::string fake_transport::call::header(const std::string& name) const {
   return {};
 }
 
-asio::awaitable<boost::system::result<delivery::http_response>> fake_transport::async_post(
+asio::awaitable<delivery::post_result> fake_transport::async_post(
     const std::string& pool_key, const delivery::http_target& target, const delivery::http_request& request) {
   auto p = std::make_shared<pending>(executor_);
   p->c = {pool_key, target, request, false};

@@ -30,7 +30,7 @@ class fake_transport final : public delivery::transport {
     std::string header(const std::string& name) const;
   };
 
-  boost::asio::awaitable<boost::system::result<delivery::http_response>> async_post(
+  boost::asio::awaitable<delivery::post_result> async_post(
       const std::string& pool_key, const delivery::http_target& target, const delivery::http_request& request) override;
   void forget(const std::string& pool_key) override { forgotten.push_back(pool_key); }
   void shutdown() override;

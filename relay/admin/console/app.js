@@ -788,7 +788,9 @@
                   el('td', {}, el('a', { href: endpointHref(x.endpoint_id) }, String(x.endpoint_id))),
                   el('td', {}, el('span', { class: 'url', title: x.url }, shortUrl(x.url)),
                     x.routed === false ? el('div', { class: 'muted small-text', title: x.routed_reason || null }, 'not routed now') : null),
-                  el('td', {}, statusBadge(x.verdict || 'unknown', x.reason || x.routed_reason || null)),
+                  // The reason inline, not only on hover: an inferred verdict says from what.
+                  el('td', { class: 'verdict' }, statusBadge(x.verdict || 'unknown', x.reason || x.routed_reason || null),
+                    x.reason ? el('div', { class: 'muted small-text verdict-reason' }, x.reason) : null),
                   el('td', { class: 'num' }, numNode(attempts)),
                   el('td', {}, timeNode(when)),
                   el('td', { class: 'num' }, httpStatusNode(d ? d.last_status : newest ? newest.http_status : null)),

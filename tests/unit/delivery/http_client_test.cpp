@@ -3,6 +3,7 @@
 // io_context's run_for() is the guard that bounds how long a test may take.
 
 #include "delivery/http_client.hpp"
+#include "delivery/policy.hpp"
 #include "delivery/signing.hpp"
 #include "tests/support/manual_clock.hpp"
 #include "tests/support/scripted_http_server.hpp"
@@ -17,6 +18,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -27,7 +29,7 @@ using namespace std::chrono_literals;
 using walhook::test::scripted_action;
 using walhook::test::scripted_http_server;
 namespace asio = boost::asio;
-using result_type = boost::system::result<http_response>;
+using result_type = post_result;
 
 namespace {
 
@@ -632,6 +634,24 @@ TEST_CASE("http_client: a port nobody listens on is connect_failed") {
     const auto r = co_await f.client.async_post("ep_1", *t, json_request());
     REQUIRE(r.has_error());
     CHECK(r.error() == transport_errc::connect_failed);
+    // last_error names the address and the system's reason, not only that connecting failed.
+    const std::string address = "127.0.0.1:" + std::to_string(port);
+    CHECK(r.error().detail() == address + ": connection refused");
+    CHECK(r.error().text() == "TCP connection failed: " + address + ": connection refused");
+    CHECK(classify(r, std::chrono::system_clock::now()).error == r.error().text());
+
+    // A name: every address it resolves to is tried, and each is named with its own reason.
+    auto by_name = *t;
+    by_name.host = "localhost";
+    const auto named = co_await f.client.async_post("ep_1", by_name, json_request());
+    REQUIRE(named.has_error());
+    CHECK(named.error() == transport_errc::connect_failed);
+    asio::ip::tcp::resolver resolver{f.ioc};
+    const auto resolved = resolver.resolve("localhost", std::to_string(port));
+    std::size_t parts = 1;
+    for (std::size_t at = 0; (at = named.error().detail().find("; ", at)) != std::string::npos; at += 2) ++parts;
+    CHECK(parts == static_cast<std::size_t>(std::distance(resolved.begin(), resolved.end())));
+    CHECK(named.error().detail().find(address + ": connection refused") != std::string::npos);
   });
 }
 

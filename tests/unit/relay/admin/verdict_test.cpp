@@ -57,6 +57,36 @@ const std::string merged_reason =
     "merged into a newer event, 00000000-0000-4000-8000-000000000002, of the same merge key (delivered for this "
     "endpoint): only the newest state of a merge key is sent";
 
+/// walhook's records: the event's transaction in the delivered snapshot of slot "walhook".
+void in_snapshot(event_facts& f) {
+  f.stream = {.xid = "1234", .slot = "walhook", .in_delivered_snapshot = true, .doubt = "", .unavailable = ""};
+}
+
+const std::string snapshot_reason =
+    "inferred from walhook's records: no delivery row (a first-try success leaves none with --record failed), "
+    "routed to it, and its transaction (xid 1234) is in the delivered snapshot of slot walhook, where every "
+    "transaction was delivered or written to walhook.deliveries";
+const std::string cursor_covers_reason =
+    "inferred from walhook's records: no delivery row (a first-try success leaves none with --record failed), "
+    "routed to it, and the outbox cursor it follows since 2027-02-01T00:00:00Z covers its transaction (xid 1234)";
+const std::string cursor_owes_reason =
+    "owed by its outbox cursor: the endpoint follows walhook.outbox since 2027-02-01T00:00:00Z (it was down, paused "
+    "or behind) and gets the event when it can take it";
+const std::string dead_range_reason =
+    "ended dead without a row of its own: the endpoint's outbox cursor was given up at 2027-02-04T00:00:00Z with the "
+    "event in its range (walhook.dead_ranges id 7: behind since 2027-02-01T00:00:00Z)";
+const std::string newer_state_reason =
+    "delivered, or merged into a newer event, 00000000-0000-4000-8000-000000000003, of the same merge key (only the "
+    "newest state of a merge key is sent): its transaction (xid 1234) is in the delivered snapshot of slot walhook, "
+    "where every transaction was delivered or written to walhook.deliveries, and without a row nothing tells which";
+const std::string not_yet_reason =
+    "no delivery row and no attempt in this walhook's in-memory record, and its transaction (xid 1234) is not in the "
+    "delivered snapshot of slot walhook yet (recorded about every second while streaming): most likely still queued "
+    "in memory or in flight; or merged into a newer event of its merge key";
+const std::string doubt_reason =
+    "no delivery row and no attempt in this walhook's in-memory record; its transaction (xid 1234) is in the "
+    "delivered snapshot of slot walhook, but backfill 3 is not finished";
+
 }  // namespace
 
 TEST_CASE("verdict_for: the table of rules, in order") {
@@ -101,7 +131,51 @@ TEST_CASE("verdict_for: the table of rules, in order") {
        added_after_reason},
       // 4. Merged into a newer state of its merge key that has a row there.
       {"merged", with(merged), nullptr, "merged", merged_reason},
-      // 5. Unknown, never pending: what may have happened depends on the record's window.
+      {"merged beats walhook's records", with([&](event_facts& f) {
+         merged(f);
+         in_snapshot(f);
+       }), nullptr, "merged", merged_reason},
+      // 5. walhook's records, for a routed endpoint: a given-up cursor range, the cursor, the
+      // delivered snapshot (inferred delivered unless a newer state of its merge key exists).
+      {"a given-up cursor range → dead", with([](event_facts& f) {
+         in_snapshot(f);
+         f.dead_ranges[1] = {.id = 7, .reason = "behind since 2027-02-01T00:00:00Z", .at = "2027-02-04T00:00:00Z"};
+       }), nullptr, "dead", dead_range_reason},
+      {"its cursor owes it → pending, whatever the snapshot says", with([](event_facts& f) {
+         in_snapshot(f);
+         f.cursors[1] = {.covers = false, .since = "2027-02-01T00:00:00Z"};
+       }), nullptr, "pending", cursor_owes_reason},
+      {"its cursor covers it → delivered (inferred)", with([](event_facts& f) {
+         f.stream = {.xid = "1234", .slot = "walhook", .in_delivered_snapshot = false, .doubt = "", .unavailable = ""};
+         f.cursors[1] = {.covers = true, .since = "2027-02-01T00:00:00Z"};
+       }), nullptr, "delivered", cursor_covers_reason},
+      {"in the delivered snapshot → delivered (inferred)", with(in_snapshot), nullptr, "delivered", snapshot_reason},
+      {"an attempt beats the snapshot", with(in_snapshot), &retry, "pending", std::nullopt},
+      {"added after beats the snapshot", with([&](event_facts& f) {
+         in_snapshot(f);
+         added_after(f);
+       }), nullptr, "not_routed", added_after_reason},
+      {"in the snapshot, a newer state of its merge key → unknown", with([](event_facts& f) {
+         in_snapshot(f);
+         f.newer_states[1] = "00000000-0000-4000-8000-000000000003";
+       }), nullptr, "unknown", newer_state_reason},
+      {"in the snapshot, with doubt (a backfill running) → unknown", with([](event_facts& f) {
+         in_snapshot(f);
+         f.stream.doubt = "backfill 3 is not finished";
+       }), nullptr, "unknown", doubt_reason},
+      {"not in the snapshot yet → unknown", with([](event_facts& f) {
+         f.stream = {.xid = "1234", .slot = "walhook", .in_delivered_snapshot = false, .doubt = "", .unavailable = ""};
+       }), nullptr, "unknown", not_yet_reason},
+      {"no snapshot to ask → unknown, saying why", with([](event_facts& f) {
+         f.stream = {.xid = "1234", .slot = "nope", .in_delivered_snapshot = std::nullopt, .doubt = "",
+                     .unavailable = "walhook has recorded no delivered snapshot for slot nope"};
+       }), nullptr, "unknown",
+       std::string("no delivery row and no attempt in this walhook's in-memory record, and walhook's records cannot "
+                   "tell: walhook has recorded no delivered snapshot for slot nope")},
+      {"a cursor without an xid to tell: the record's words", with([](event_facts& f) {
+         f.cursors[1] = {.covers = std::nullopt, .since = "2027-02-01T00:00:00Z"};
+       }), nullptr, "unknown", in_window_reason},
+      // 6. Unknown, never pending: what may have happened depends on the record's window.
       {"unknown, newer than the record's oldest", base(), nullptr, "unknown", in_window_reason},
       {"unknown, older than the record's oldest", with([](event_facts& f) { f.created_at = micros(t0 - 1s); }), nullptr,
        "unknown", out_of_window_reason},
@@ -187,9 +261,10 @@ TEST_CASE("event_verdicts: the endpoints routed, with a row or with an attempt, 
 
 TEST_CASE("record_note: what the in-memory record covers") {
   CHECK(record_note({.kept = 0, .oldest = {}}) ==
-        "first-try successes leave no row with --record failed; the in-memory record of this walhook holds its last 0 "
-        "attempts and is lost at restart");
+        "first-try successes leave no row with --record failed: they are shown from the in-memory record of this "
+        "walhook (its last 0 attempts, lost at restart), or inferred from walhook's delivered snapshot once it covers them");
   CHECK(record_note({.kept = 2, .oldest = t0}) ==
-        "first-try successes leave no row with --record failed; the in-memory record of this walhook holds its last 2 "
-        "attempts since 2027-01-15T08:00:00.000000Z and is lost at restart");
+        "first-try successes leave no row with --record failed: they are shown from the in-memory record of this "
+        "walhook (its last 2 attempts since 2027-01-15T08:00:00.000000Z, lost at restart), or inferred from walhook's "
+        "delivered snapshot once it covers them");
 }
