@@ -27,10 +27,12 @@ std::optional<outbox_event> read_event(blocking_db& db, const pg::params& p, std
 }
 
 /// The endpoints its tenant and type (or direct route) match now; one created after the event
-/// never gets it (the stream routed it before the endpoint existed).
+/// committed never gets it — its created_snapshot (migration 008) shows the event's transaction
+/// as committed; an endpoint of before 008, by walhook's times.
 std::vector<route_match> read_routes(blocking_db& db, const pg::params& p) {
   auto r = db.exec(R"sql(
-SELECT e.id, e.created_at > o.created_at, e.created_at FROM walhook.outbox o
+SELECT e.id, coalesce(pg_visible_in_snapshot(o.xid, e.created_snapshot), e.created_at > o.stored_at), e.created_at
+  FROM walhook.outbox o
   JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
  WHERE o.id = $1::uuid
    AND CASE WHEN o.endpoint_id IS NOT NULL THEN e.id = o.endpoint_id

@@ -324,9 +324,7 @@ struct engine::impl {
             break;
           }
           total += *n;
-          // Until a round deletes nothing: a dead letter deleted in one round frees its outbox row
-          // for the next.
-          if (*n == 0) break;
+          if (*n == 0) break;  // a dead letter deleted in one round frees its outbox row for the next
           tick.expires_after(50ms);  // let other work in between batches
           co_await tick.async_wait(tuple_awaitable);
           if (cancelled(co_await asio::this_coro::cancellation_state)) break;
@@ -508,9 +506,7 @@ void engine::request_stop() {
 }
 
 bool engine::streaming() const { return impl_->session_active; }
-
 std::optional<std::string> engine::leader_lock_foreign() const { return impl_->lead.foreign_holder(); }
-
 std::optional<std::string> engine::slot_at_risk() const {
   const auto& slot = impl_->last_slot_health;
   if (!slot || !slot->at_risk()) return std::nullopt;
@@ -518,7 +514,6 @@ std::optional<std::string> engine::slot_at_risk() const {
 }
 
 asio::awaitable<int> engine::run() { co_return co_await impl_->run(); }
-
 live_status engine::live() const {
   auto& s = *impl_;  // lag_seconds() reads the clock, not const
   live_status l;

@@ -626,6 +626,7 @@ TEST_CASE("the operator tenant's name is reserved: endpoint add needs --operator
   CHECK(s.last_output == "walhook: tenant 'walhook-operator' is walhook's operator tenant: only walhook publishes there\n");
   CHECK(s.value("SELECT count(*) FROM walhook.outbox") == "0");
   REQUIRE(s.cli({"send", "--tenant", "ops", "--type", "order.paid", "--data", "{}"}) == 0);
+}
 
 TEST_CASE("resume after the SSRF guard's refusal: the old error is not shown as current (status table, --json)") {
   setup s("op_resume_error");

@@ -264,7 +264,7 @@ TEST_CASE("retention: outbox rows and finished deliveries older than the retenti
   CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE created_at < now() - interval '30 days'") == "5");
   CHECK(test::eventually([&] { return s.value("SELECT count(*) FROM walhook.deliveries") == "16"; }, 30s));
   CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending'") == "1");  // unfinished work is kept
-  CHECK(walhook.count_in_log("\"retention.deleted\"") >= 1);
+  CHECK(test::eventually([&] { return walhook.count_in_log("\"retention.deleted\"") >= 1; }, 10s));
   CHECK(s.rcv->total() == 0);  // the DELETEs are not published: nothing is delivered
   CHECK(walhook.stop() == 0);
 }
