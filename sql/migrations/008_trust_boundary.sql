@@ -32,10 +32,11 @@ ALTER TABLE walhook.endpoints ADD CONSTRAINT endpoints_contact_same_tenant
 -- them when it reads them).
 ALTER TABLE walhook.outbox ADD COLUMN by_walhook boolean NOT NULL DEFAULT false;
 ALTER TABLE walhook.outbox ADD CONSTRAINT outbox_walhook_reserved
-  CHECK (by_walhook OR (lower(event_type) NOT LIKE 'walhook.%' AND coalesce(merge_key, '') NOT LIKE 'walhook.%')) NOT VALID;
+  CHECK (by_walhook OR (lower(event_type) NOT LIKE 'walhook.%' AND lower(coalesce(merge_key, '')) NOT LIKE 'walhook.%'))
+  NOT VALID;
 
 -- 3. walhook's own clock of an event. created_at is the application's (a backfill of old
--- business events carries old times, -infinity is accepted): walhook measures an event's age
+-- business events carries old times): walhook measures an event's age
 -- for retries (give-up) and retention from stored_at, the time of the inserting transaction,
 -- which the application's role cannot write. Rows written before get this migration's time.
 ALTER TABLE walhook.outbox ADD COLUMN stored_at timestamptz NOT NULL DEFAULT now();

@@ -106,7 +106,8 @@ TEST_CASE("the application's role cannot forge walhook's notifications, merge in
            "INSERT INTO walhook.outbox (tenant_id, event_type, payload) VALUES ('walhook-operator', 'walhook.endpoint.disabled', '{}')",
            "INSERT INTO walhook.outbox (tenant_id, event_type, payload) VALUES ('walhook-operator', 'WalHook.Endpoint.Disabled', '{}')",
            "INSERT INTO walhook.outbox (tenant_id, event_type, merge_key, payload) "
-           "VALUES ('walhook-operator', 'order.paid', 'walhook.endpoint:1', '{}')"}) {
+           "VALUES ('walhook-operator', 'order.paid', 'walhook.endpoint:1', '{}')",
+           "INSERT INTO walhook.outbox (tenant_id, event_type, merge_key, payload) VALUES ('t', 'order.paid', 'Walhook.Order', '{}')"}) {
     CAPTURE(sql);
     CHECK_THROWS_WITH(app.exec(sql), doctest::Contains("outbox_walhook_reserved"));
   }
