@@ -24,6 +24,9 @@ struct event {
   /// from created_at. Empty: unknown (an older schema): the age counts from when walhook read it.
   std::string stored_at;
   std::optional<std::string> aggregate_id;
+  /// outbox.aggregate_type (migration 009): the kind of aggregate ("order", Debezium's
+  /// aggregatetype); broker subjects and routing keys may be templated from it. Empty: none.
+  std::optional<std::string> aggregate_type;
   std::optional<std::string> merge_key;
   std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte
   lsn commit_lsn;          ///< end LSN of the committing transaction (merge order); invalid if unknown
