@@ -24,6 +24,12 @@ outcome_class classify_outcome(const post_result& r) {
     case transport_errc::read_failed: return outcome_class::network;
     case transport_errc::protocol_error: return outcome_class::protocol;
     case transport_errc::cancelled: return outcome_class::cancelled;
+    case transport_errc::broker_nacked:
+    case transport_errc::broker_unroutable:
+    case transport_errc::broker_refused:
+    case transport_errc::broker_closed:
+    case transport_errc::no_stream: return outcome_class::broker;
+    case transport_errc::broker_blocked: return outcome_class::blocked;
     default: return outcome_class::other;
   }
 }
@@ -42,6 +48,8 @@ std::string_view to_string(outcome_class c) {
     case outcome_class::network: return "network";
     case outcome_class::protocol: return "protocol";
     case outcome_class::cancelled: return "cancelled";
+    case outcome_class::broker: return "broker";
+    case outcome_class::blocked: return "blocked";
     case outcome_class::other: return "other";
   }
   return "other";

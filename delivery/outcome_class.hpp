@@ -22,20 +22,22 @@ enum class outcome_class {
   network,    ///< the connection broke while writing the request or reading the response
   protocol,   ///< the response was not valid HTTP/1.x
   cancelled,  ///< walhook shut the transport down (stop, or the endpoint changed)
+  broker,     ///< a broker refused or did not confirm: Nack, unroutable, an API error, no stream, closed
+  blocked,    ///< a broker blocked publishing (AMQP connection.blocked): back-pressure
   other,      ///< anything else: an invalid URL, a 1xx status, an unknown error
 };
 
 /// Every class, in the order above (for exposition).
-inline constexpr std::array<outcome_class, 13> all_outcome_classes{
-    outcome_class::success, outcome_class::redirect, outcome_class::client,  outcome_class::server,
-    outcome_class::timeout, outcome_class::connect,  outcome_class::tls,     outcome_class::ssrf,
-    outcome_class::dns,     outcome_class::network,  outcome_class::protocol, outcome_class::cancelled,
-    outcome_class::other};
+inline constexpr std::array<outcome_class, 15> all_outcome_classes{
+    outcome_class::success,  outcome_class::redirect,  outcome_class::client,  outcome_class::server,
+    outcome_class::timeout,  outcome_class::connect,   outcome_class::tls,     outcome_class::ssrf,
+    outcome_class::dns,      outcome_class::network,   outcome_class::protocol, outcome_class::cancelled,
+    outcome_class::broker,   outcome_class::blocked,   outcome_class::other};
 
 /// The class of an attempt's result: an HTTP status by its hundreds, a transport error by kind.
 outcome_class classify_outcome(const post_result& r);
 /// The label: "2xx", "3xx", "4xx", "5xx", "timeout", "connect", "tls", "ssrf", "dns",
-/// "network", "protocol", "cancelled", "other".
+/// "network", "protocol", "cancelled", "broker", "blocked", "other".
 std::string_view to_string(outcome_class c);
 
 }  // namespace walhook::delivery

@@ -126,8 +126,11 @@ attempt_outcome classify(const post_result& response, sys_time now,
                          const retry_policy& policy) {
   attempt_outcome out;
   if (!response) {
-    out.kind = verdict::retry;
-    out.error = transport_error_text(response.error());
+    const auto& ec = response.error();
+    out.kind = ec == transport_errc::bad_message ? verdict::dead : verdict::retry;
+    out.error = transport_error_text(ec);
+    // A broker's alarm is a pause for the whole destination, like a 503 with Retry-After.
+    if (ec == transport_errc::broker_blocked) out.retry_after = std::min(broker_blocked_pause, policy.retry_after_max);
     return out;
   }
   const http_response& r = *response;

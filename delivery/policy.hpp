@@ -40,7 +40,12 @@ struct attempt_outcome {
   std::optional<std::chrono::seconds> retry_after;  ///< server's Retry-After, already capped
 };
 
-/// Classifies one attempt. `now` resolves HTTP-date Retry-After values.
+/// How long a destination whose broker blocked publishing (connection.blocked) waits before it
+/// tries again: classify() reports it as a Retry-After, so the endpoint pauses as for a 503.
+inline constexpr std::chrono::seconds broker_blocked_pause{15};
+
+/// Classifies one attempt. A transport error is a retry, except bad_message (dead: the event
+/// cannot become a message) and broker_blocked (a retry with Retry-After broker_blocked_pause). `now` resolves HTTP-date Retry-After values.
 attempt_outcome classify(const post_result& response, sys_time now,
                          const retry_policy& policy = {});
 

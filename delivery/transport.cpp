@@ -1,5 +1,7 @@
 #include "delivery/transport.hpp"
 
+#include "delivery/destination.hpp"
+
 #include <openssl/x509.h>
 
 namespace walhook::delivery {
@@ -43,6 +45,22 @@ class transport_category_impl final : public boost::system::error_category {
         return "TLS certificate verification failed: hostname mismatch (no subjectAltName matches the endpoint host)";
       case transport_errc::tls_unknown_ca:
         return "TLS certificate verification failed: unknown CA (self-signed, or issuer not trusted; see --ca-file)";
+      case transport_errc::broker_nacked:
+        return "the broker refused the message (Basic.Nack)";
+      case transport_errc::broker_unroutable:
+        return "the message reached no queue (Basic.Return): the exchange has no binding for the routing key";
+      case transport_errc::broker_blocked:
+        return "the broker blocked publishing (connection.blocked: its memory or disk alarm is on)";
+      case transport_errc::broker_refused:
+        return "the broker refused the publish";
+      case transport_errc::broker_closed:
+        return "the broker connection closed before the message was confirmed";
+      case transport_errc::no_stream:
+        return "no JetStream stream covers the subject (walhook does not create streams: the operator does)";
+      case transport_errc::bad_message:
+        return "the message cannot be built from this event";
+      case transport_errc::sink_unavailable:
+        return "this walhook has no sink for the URL's scheme";
     }
     return "unknown transport error";
   }
@@ -58,6 +76,11 @@ class tls_verify_category_impl final : public boost::system::error_category {
 };
 
 }  // namespace
+
+boost::asio::awaitable<post_result> transport::async_publish(const std::string&, const broker_target&,
+                                                             const broker_message&, std::chrono::milliseconds) {
+  co_return transport_error(transport_errc::sink_unavailable);
+}
 
 const boost::system::error_category& transport_category() {
   static const transport_category_impl category;

@@ -17,6 +17,8 @@
 
 namespace walhook::delivery {
 
+struct broker_target;  // delivery/destination.hpp
+
 /// Transport failures; each maps to a distinct, readable last_error.
 enum class transport_errc {
   invalid_url = 1,   ///< not an absolute http(s) URL with a host
@@ -36,6 +38,15 @@ enum class transport_errc {
   tls_certificate_not_yet_valid,  ///< the server's certificate (or one in its chain) is not valid yet
   tls_hostname_mismatch,          ///< no subjectAltName of the certificate matches the host (the CN never counts)
   tls_unknown_ca,                 ///< not issued by a trusted CA: self-signed, or the issuer is unknown
+  // Broker sinks (delivery/destination.hpp); detail() carries the broker's own words.
+  broker_nacked,      ///< the broker refused to take the message (AMQP Basic.Nack)
+  broker_unroutable,  ///< the message reached no queue (AMQP Basic.Return of a mandatory publish)
+  broker_blocked,     ///< the broker's memory or disk alarm is on (AMQP connection.blocked): back-pressure
+  broker_refused,     ///< the broker answered with an error (a JetStream API error, an AMQP channel or connection close, a refused login)
+  broker_closed,      ///< the connection closed before the broker confirmed the message
+  no_stream,          ///< no JetStream stream covers the subject (no responders)
+  bad_message,        ///< the message cannot be built from this event (a template value it lacks): dead, never retried
+  sink_unavailable,   ///< this walhook has no sink for the URL's scheme
 };
 /// The "walhook.transport" category: a distinct, human-readable message per transport_errc
 /// (what an endpoint's last_error shows). A function-local static, safe from any thread.
@@ -85,7 +96,20 @@ struct http_response {
   std::chrono::microseconds elapsed{0};  ///< from call to response header
 };
 
-/// What an attempt comes to: a response (any HTTP status), or a transport_error.
+/// One message for a broker sink: what the HTTP request carries, named for a broker.
+struct broker_message {
+  std::string subject;     ///< the rendered NATS subject or AMQP routing key
+  std::string message_id;  ///< the event id: JetStream Nats-Msg-Id, AMQP message_id
+  std::string body;        ///< the webhook body, byte for byte; content type application/json
+  /// Headers (JetStream) or the headers table (AMQP): webhook-id, webhook-timestamp,
+  /// webhook-signature, walhook-event-type, walhook-tenant-id, and walhook-aggregate-id /
+  /// walhook-aggregate-type when the event has them.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// What an attempt comes to: a response (any HTTP status), or a transport_error. A broker
+/// sink's confirmation (JetStream PubAck, AMQP Basic.Ack) is reported as status 200: the one
+/// success there is, whatever the sink.
 using post_result = boost::system::result<http_response, transport_error>;
 
 /// Carries attempts. Any HTTP status is a value; transport failures are transport_errc errors.
@@ -99,6 +123,14 @@ class transport {
   /// arguments must live until it is first awaited.
   virtual boost::asio::awaitable<post_result> async_post(const std::string& pool_key, const http_target& target,
                                                          const http_request& request) = 0;
+  /// Publishes `message` to a broker and completes when the broker has confirmed it durably
+  /// (status 200) or refused it, the connection failed, or `deadline` passed
+  /// (transport_errc::timeout). `pool_key` selects the connection (walhook: the endpoint id).
+  /// Transports without a sink for target.kind answer transport_errc::sink_unavailable.
+  /// Lazy like async_post.
+  virtual boost::asio::awaitable<post_result> async_publish(const std::string& pool_key, const broker_target& target,
+                                                            const broker_message& message,
+                                                            std::chrono::milliseconds deadline);
   /// Drops idle connections of one pool (endpoint removed, or its URL changed).
   virtual void forget(const std::string& pool_key) = 0;
   /// Ends every call in progress with transport_errc::cancelled; later calls fail the same way.

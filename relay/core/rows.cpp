@@ -113,9 +113,10 @@ void resolve_endpoint(endpoint& e) {
   e.config_error.clear();
   e.target.reset();
   e.keys.clear();
-  auto target = delivery::parse_url(e.url);
+  auto target = delivery::parse_destination(e.url);
   if (!target) {
     e.config_error = "invalid endpoint URL: " + delivery::redact_url(e.url);
+    if (!target.error().detail().empty()) e.config_error += " (" + target.error().detail() + ")";
   } else {
     e.target = std::move(*target);
   }

@@ -2,6 +2,7 @@
 // Interpreting pgoutput rows of walhook's tables by column name, against the Relation message
 // they were sent with (never the live catalog).
 
+#include "delivery/destination.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/job.hpp"
 #include "delivery/signing.hpp"
@@ -66,7 +67,7 @@ struct endpoint {
   std::string tenant_id;
   std::string url;
   std::string secret;  ///< kept to rebuild keys when only other columns change
-  std::optional<delivery::http_target> target;
+  std::optional<delivery::destination> target;  ///< from url: an HTTP target or a broker's
   std::vector<delivery::signing_key> keys;  ///< in the column's order: the newest secret first
   /// walhook.endpoints.secret_grace_until (migration 006): a rotation's old secrets sign until
   /// then, the first alone after it (relay/core/secret_rotation.hpp). None: every key signs.

@@ -33,6 +33,7 @@ delivery::http_client_options http_options_of(const run_options& o) {
 dispatcher_options dispatcher_options_of(const run_options& o, outcome_log* recent) {
   auto d = o.dispatch;
   d.recent_outcomes = recent;
+  d.broker_deadline = o.http.total_deadline;
   return d;
 }
 

@@ -76,6 +76,9 @@ struct dispatcher_options {
   /// waits and claims stop: the counts alone let 1,000 events of 900 KB take 375 MB.
   std::size_t max_queued_bytes = std::size_t{256} << 20;
   std::uint64_t seed = 0;                             ///< jitter's random seed; 0 = random_device
+  /// A broker publish's whole time, connect included, until the broker confirms it (the HTTP
+  /// client has its own, http_client_options::total_deadline; `walhook run --deadline-ms` sets both).
+  std::chrono::milliseconds broker_deadline{5000};
   /// Where each finished attempt is noted (the admin API's "did endpoint X get event Y?"); not
   /// owned, on the same executor; nullptr: nowhere.
   outcome_log* recent_outcomes = nullptr;
@@ -229,6 +232,10 @@ class dispatcher {
   // dispatcher_attempts.cpp
   void dispatch();
   boost::asio::awaitable<void> attempt(std::shared_ptr<running> r);
+  /// Signs and sends one event to one endpoint: a POST, or a publish to the endpoint's broker
+  /// (subject or routing key rendered from the event; a value it lacks is bad_message).
+  boost::asio::awaitable<delivery::post_result> send(std::int64_t id, const endpoint& ep, const delivery::event& ev,
+                                                     sys_time sent_at);
   endpoint_load load_of(std::int64_t id) const;
   void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
   // dispatcher_claims.cpp

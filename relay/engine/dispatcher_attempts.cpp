@@ -54,6 +54,35 @@ void dispatcher::finished(std::int64_t endpoint_id, steady_time now, std::option
   if (hooks_.room) hooks_.room();
 }
 
+asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const endpoint& ep, const delivery::event& ev,
+                                                       sys_time sent_at) {
+  const auto ts = unix_seconds(sent_at);
+  // A rotation's old secrets stop signing when its grace ends, not when their drop lands.
+  std::vector<std::pair<std::string, std::string>> headers{
+      {"webhook-id", ev.id},
+      {"webhook-timestamp", std::to_string(ts)},
+      {"webhook-signature", delivery::signature_header(signing_keys(ep, sent_at), ev.id, ts, ev.body)}};
+  const delivery::destination& to = *ep.target;
+  if (to.kind == delivery::sink_kind::http) {
+    delivery::http_request req{ev.body, std::move(headers)};
+    co_return co_await transport_.async_post(std::to_string(id), to.http, req);
+  }
+  // A broker: the same body and signature, the event's identity in the message's own fields.
+  delivery::broker_message m;
+  auto subject = delivery::render_template(
+      to.broker.subject, {ev.type, ev.tenant_id, ev.aggregate_id, ev.aggregate_type}, to.kind == delivery::sink_kind::nats);
+  if (!subject) co_return delivery::transport_error(delivery::transport_errc::bad_message, subject.error());
+  m.subject = std::move(*subject);
+  m.message_id = ev.id;
+  m.body = ev.body;
+  m.headers = std::move(headers);
+  m.headers.emplace_back("walhook-event-type", ev.type);
+  m.headers.emplace_back("walhook-tenant-id", ev.tenant_id);
+  if (ev.aggregate_id) m.headers.emplace_back("walhook-aggregate-id", *ev.aggregate_id);
+  if (ev.aggregate_type) m.headers.emplace_back("walhook-aggregate-type", *ev.aggregate_type);
+  co_return co_await transport_.async_publish(std::to_string(id), to.broker, m, options_.broker_deadline);
+}
+
 asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   const std::int64_t id = r->j.endpoint_id;
   const endpoint* ep = directory_.find(id);
@@ -65,18 +94,10 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     return e && e->target && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
   };
   if (sendable(ep)) {
-    delivery::http_target target = *ep->target;
-    delivery::http_request req;
-    req.body = r->j.ev->body;
     const auto sent_at = clock_.system_now();
-    auto ts = unix_seconds(sent_at);
-    // A rotation's old secrets stop signing when its grace ends, not when their drop lands.
-    req.headers = {{"webhook-id", r->j.ev->id},
-                   {"webhook-timestamp", std::to_string(ts)},
-                   {"webhook-signature", delivery::signature_header(signing_keys(*ep, sent_at), r->j.ev->id, ts, req.body)}};
     ++stats_.attempts;
     try {
-      response = co_await transport_.async_post(std::to_string(id), target, req);
+      response = co_await send(id, *ep, *r->j.ev, sent_at);
     } catch (const std::exception& e) {
       // Never leave the job (and its LSN ticket) behind: an unexpected exception is a failed attempt.
       log::error("delivery.attempt_exception", {{"endpoint_id", id}, {"error", e.what()}});

@@ -1,6 +1,7 @@
 #include "relay/operations/operations.hpp"
 
 #include "delivery/signing.hpp"
+#include "delivery/destination.hpp"
 #include "delivery/url.hpp"
 
 #include <fmt/format.h>
@@ -98,13 +99,18 @@ bool is_uuid(std::string_view s) {
 }
 
 void check_url(const std::string& url) {
-  if (delivery::parse_url(url)) return;
+  auto d = delivery::parse_destination(url);
+  if (d) return;
+  if (!d.error().detail().empty() && url.find("://") != std::string::npos &&
+      url.compare(0, 4, "http") != 0 && url.compare(0, 4, "HTTP") != 0)
+    throw invalid_input("--url " + delivery::redact_url(url) + ": " + d.error().detail());
   const auto at = url.find('@');
   const auto authority = url.find("//");
   if (at != std::string::npos && at < url.find_first_of("/?#", authority == std::string::npos ? 0 : authority + 2))
     throw invalid_input("--url must not carry credentials (user:password@): receivers authenticate walhook by its "
                         "signature; " + delivery::redact_url(url));
-  throw invalid_input("--url must be an absolute http:// or https:// URL: " + delivery::redact_url(url));
+  throw invalid_input("--url must be an absolute http:// or https:// URL (or nats://, amqp:// for a broker): " +
+                      delivery::redact_url(url));
 }
 
 void check_contact(blocking_db& db, std::int64_t contact_id, const std::string& tenant_id) {

@@ -1,0 +1,34 @@
+#include "delivery/broker_sink.hpp"
+
+#include "delivery/ssrf.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+
+namespace walhook::delivery {
+
+boost::system::result<std::vector<boost::asio::ip::tcp::endpoint>, transport_error> resolve_checked(
+    const std::string& host, const std::string& port, bool allow_private_networks) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code ec;
+  const auto results = resolver.resolve(host, port, ec);
+  if (ec || results.empty())
+    return transport_error(transport_errc::resolve_failed, ec ? ec.message() : std::string("no address"));
+  std::vector<boost::asio::ip::tcp::endpoint> allowed;
+  std::string refused;
+  for (const auto& r : results) {
+    const auto a = r.endpoint().address();
+    if (is_metadata_address(a) || (!allow_private_networks && is_blocked_address(a))) {
+      const auto why = why_blocked(a);
+      refused += fmt::format("{}{} ({})", refused.empty() ? "" : "; ", a.to_string(),
+                             why ? std::string(why->range) : std::string("cloud metadata"));
+      continue;
+    }
+    allowed.push_back(r.endpoint());
+  }
+  if (allowed.empty()) return transport_error(transport_errc::address_blocked, refused);
+  return allowed;
+}
+
+}  // namespace walhook::delivery
