@@ -69,11 +69,16 @@ struct template_values {
 /// (the message names it and lists the known ones).
 boost::system::result<void, std::string> check_template(std::string_view tmpl);
 
+/// Why a template could not be rendered (a person reads `message`).
+struct template_error {
+  std::string message;
+};
+
 /// `tmpl` with each placeholder replaced. Errors (the message says which): a placeholder whose
 /// value the event does not have (no aggregate_id); for `nats_subject`, a result that is not a
 /// valid NATS subject (empty token, whitespace, '*' or '>'); a result over 255 bytes (AMQP's
 /// shortstr). Pure.
-boost::system::result<std::string, std::string> render_template(std::string_view tmpl, const template_values& v,
+boost::system::result<std::string, template_error> render_template(std::string_view tmpl, const template_values& v,
                                                                  bool nats_subject);
 
 /// True if `subject` is a NATS subject walhook may publish to: non-empty '.'-separated tokens

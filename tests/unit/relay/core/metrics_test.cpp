@@ -231,9 +231,9 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"1\"} 30.5");
   lacks("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"2\"}");
   // Per endpoint and outcome: only the non-zero pairs.
-  has("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"5xx\"} 4");
-  has("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"2xx\"} 6");
-  lacks("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"4xx\"}");
+  has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"5xx\"} 4");
+  has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"2xx\"} 6");
+  lacks("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"4xx\"}");
   lacks("walhook_endpoint_attempts_total{endpoint=\"2\"");
   // Delivered and dead for every endpoint in the directory, zero included (rate() works from the start).
   has("walhook_endpoint_delivered_total{endpoint=\"1\"} 6");
