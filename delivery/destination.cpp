@@ -138,6 +138,11 @@ std::string_view to_string(sink_kind k) {
   return "http";
 }
 
+bool names_broker(std::string_view url) {
+  return starts_with_ci(url, "nats://") || starts_with_ci(url, "nats+tls://") || starts_with_ci(url, "amqp://") ||
+         starts_with_ci(url, "amqps://");
+}
+
 boost::system::result<destination, transport_error> parse_destination(std::string_view url) {
   const bool nats = starts_with_ci(url, "nats://"), nats_tls = starts_with_ci(url, "nats+tls://");
   const bool amqp = starts_with_ci(url, "amqp://"), amqps = starts_with_ci(url, "amqps://");

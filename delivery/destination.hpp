@@ -57,6 +57,9 @@ struct destination {
 /// (the vhost), the query keys `exchange` and `routing_key` only, each at most once.
 boost::system::result<destination, transport_error> parse_destination(std::string_view url);
 
+/// True if `url` starts with a broker scheme (nats://, nats+tls://, amqp://, amqps://; any case).
+bool names_broker(std::string_view url);
+
 /// The values a template may use; std::nullopt: the event has none.
 struct template_values {
   std::string_view event_type;

@@ -116,7 +116,7 @@ void resolve_endpoint(endpoint& e) {
   auto target = delivery::parse_destination(e.url);
   if (!target) {
     e.config_error = "invalid endpoint URL: " + delivery::redact_url(e.url);
-    if (!target.error().detail().empty()) e.config_error += " (" + target.error().detail() + ")";
+    if (delivery::names_broker(e.url)) e.config_error += " (" + target.error().detail() + ")";
   } else {
     e.target = std::move(*target);
   }

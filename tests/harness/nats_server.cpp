@@ -42,7 +42,10 @@ std::string reader() { return std::string(WALHOOK_SOURCE_DIR) + "/tests/support/
 
 }  // namespace
 
-nats_server::nats_server() {
+nats_server::nats_server() : nats_server("", "") {}
+
+nats_server::nats_server(std::string tls_cert_file, std::string tls_key_file)
+    : tls_cert_(std::move(tls_cert_file)), tls_key_(std::move(tls_key_file)) {
   char tmpl[] = "/tmp/walhook-nats-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
@@ -59,9 +62,10 @@ nats_server::~nats_server() {
 std::string nats_server::url() const { return fmt::format("nats://127.0.0.1:{}", port_); }
 
 void nats_server::start() {
-  pid_ = relay::spawn_process({server_binary(), "-js", "-a", "127.0.0.1", "-p", std::to_string(port_), "-sd",
-                               dir_ + "/store"},
-                              dir_ + "/nats.log");
+  std::vector<std::string> argv{server_binary(), "-js", "-a", "127.0.0.1", "-p", std::to_string(port_), "-sd",
+                                dir_ + "/store"};
+  if (!tls_cert_.empty()) argv.insert(argv.end(), {"--tls", "--tlscert", tls_cert_, "--tlskey", tls_key_});
+  pid_ = relay::spawn_process(argv, dir_ + "/nats.log");
   for (int i = 0; i < 200; ++i) {
     // JetStream answers once the server has recovered its store.
     if (accepts(port_) && api("$JS.API.INFO", "").find("\"memory\"") != std::string::npos) return;
@@ -84,7 +88,9 @@ void nats_server::restart() {
 
 std::string nats_server::api(const std::string& subject, const std::string& body) const {
   std::string out;
-  const int rc = relay::run_process({"python3", reader(), std::to_string(port_), "api", subject, body}, "", out);
+  const int rc = relay::run_process({"env", "NATS_CA_FILE=" + tls_cert_, "python3", reader(), std::to_string(port_),
+                                     "api", subject, body},
+                                    "", out);
   if (rc != 0) return "";
   return out;
 }
@@ -105,7 +111,8 @@ void nats_server::delete_stream(const std::string& name) { api("$JS.API.STREAM.D
 
 std::vector<nats_server::stored_message> nats_server::read_stream(const std::string& name) const {
   std::string out;
-  const int rc = relay::run_process({"python3", reader(), std::to_string(port_), "read", name}, "", out);
+  const int rc = relay::run_process(
+      {"env", "NATS_CA_FILE=" + tls_cert_, "python3", reader(), std::to_string(port_), "read", name}, "", out);
   if (rc != 0) throw std::runtime_error("nats_read_stream.py failed: " + out);
   std::vector<stored_message> messages;
   std::istringstream lines(out);

@@ -16,6 +16,8 @@ namespace walhook::test {
 class nats_server {
  public:
   nats_server();   ///< starts it and waits until it accepts connections (throws on failure)
+  /// With TLS required: the server's certificate and key (PEM files).
+  nats_server(std::string tls_cert_file, std::string tls_key_file);
   ~nats_server();  ///< SIGKILL, store removed
   nats_server(const nats_server&) = delete;
   nats_server& operator=(const nats_server&) = delete;
@@ -52,6 +54,7 @@ class nats_server {
   int port_ = 0;
   pid_t pid_ = 0;
   std::string dir_;
+  std::string tls_cert_, tls_key_;
   void start();
   /// One JetStream API request through the reader script; returns the JSON answer.
   std::string api(const std::string& subject, const std::string& body) const;

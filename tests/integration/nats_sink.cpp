@@ -5,10 +5,13 @@
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
 #include "tests/harness/nats_server.hpp"
+#include "tests/support/scripted_http_server.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -204,4 +207,108 @@ TEST_CASE("a stalled broker never slows an HTTP endpoint, and the slot is not he
   if (!all) MESSAGE(walhook.log_tail());
   CHECK(all);
   CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("a broker down for a while: the breaker pauses it, the slot moves on, everything arrives after") {
+  test::nats_server nats;
+  nats.create_stream("EVENTS", {"events.>"});
+  test::scenario s("nats_down");
+  const auto id = test::add_endpoint(s.db, "t1", endpoint_url(nats, "events.{event_type}"), delivery::generate_secret());
+  auto walhook = s.start_walhook({"--operator-tenant", "", "--breaker-threshold", "3", "--breaker-pause-s", "2"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  nats.kill9();
+  publish_n(s.db, 100, "t1");
+  const auto lsn = s.value("SELECT pg_current_wal_lsn()");
+  // Connection refused: the breaker opens; the events are owed, not holding the slot.
+  REQUIRE(test::eventually(
+      [&] {
+        return s.value("SELECT paused_until IS NOT NULL FROM walhook.endpoint_health WHERE endpoint_id = $1",
+                       {std::to_string(id)}) == "t";
+      },
+      30s));
+  CHECK(test::eventually([&] { return s.acknowledged(lsn); }, 20s));
+  const auto error = s.value("SELECT last_error FROM walhook.deliveries WHERE endpoint_id = $1 LIMIT 1",
+                             {std::to_string(id)});
+  INFO(error);
+  CHECK(error.find("127.0.0.1:") != std::string::npos);  // the connect error names the address
+
+  nats.restart();
+  // The breaker's probe finds the broker back; every event arrives, each once.
+  std::set<std::string> got;
+  const bool all = test::eventually(
+      [&] {
+        got.clear();
+        for (const auto& m : nats.read_stream("EVENTS")) got.insert(m.msg_id);
+        return got.size() >= 100;
+      },
+      90s, 1s);
+  if (!all) MESSAGE(walhook.log_tail());
+  CHECK(all);
+  CHECK(got.size() == 100);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("endpoint add refuses a broker URL it cannot use, and never shows its credentials") {
+  test::scenario s("nats_cli");
+  std::string out;
+  CHECK(test::run_walhook({"endpoint", "add", "--database-url", s.url, "--tenant", "t1", "--url",
+                           "nats://127.0.0.1:4222/events.{type}"},
+                          out) != 0);
+  CHECK(out.find("unknown placeholder {type}") != std::string::npos);
+  CHECK(test::run_walhook({"endpoint", "add", "--database-url", s.url, "--tenant", "t1", "--url",
+                           "nats://127.0.0.1:4222/events.*"},
+                          out) != 0);
+  CHECK(out.find("not a NATS subject") != std::string::npos);
+  CHECK(test::run_walhook({"endpoint", "add", "--database-url", s.url, "--tenant", "t1", "--url",
+                           "amqp://app:hunter2secret@127.0.0.1:5672/%2F?exchange=x"},
+                          out) != 0);
+  CHECK(out.find("routing_key") != std::string::npos);
+  CHECK(out.find("hunter2secret") == std::string::npos);
+  REQUIRE(test::run_walhook({"endpoint", "add", "--database-url", s.url, "--tenant", "t1", "--url",
+                             "nats://app:hunter2secret@127.0.0.1:4222/events.{event_type}"},
+                            out) == 0);
+  CHECK(out.find("hunter2secret") == std::string::npos);
+  REQUIRE(test::run_walhook({"status", "--database-url", s.url}, out) == 0);
+  CHECK(out.find("hunter2secret") == std::string::npos);
+}
+
+TEST_CASE("nats+tls://: the server's certificate is verified against --ca-file; an untrusted one is a TLS error") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("walhook-nats-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const auto trusted = test::make_test_certificate("IP:127.0.0.1,DNS:localhost");
+  const auto stranger = test::make_test_certificate("IP:127.0.0.1,DNS:localhost");
+  const auto ca = write("trusted.pem", trusted.certificate_pem);
+  test::nats_server good(ca, write("trusted.key", trusted.private_key_pem));
+  test::nats_server bad(write("stranger.pem", stranger.certificate_pem), write("stranger.key", stranger.private_key_pem));
+  good.create_stream("EVENTS", {"events.>"});
+  bad.create_stream("EVENTS", {"events.>"});
+  test::scenario s("nats_tls");
+  test::add_endpoint(s.db, "t1", fmt::format("nats+tls://127.0.0.1:{}/events.{{event_type}}", good.port()),
+                     delivery::generate_secret());
+  const auto untrusted = test::add_endpoint(s.db, "t2", fmt::format("nats+tls://127.0.0.1:{}/events.x", bad.port()),
+                                            delivery::generate_secret());
+  auto walhook = s.start_walhook({"--operator-tenant", "", "--ca-file", ca});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  publish_n(s.db, 10, "t1");
+  publish_n(s.db, 1, "t2");
+  const bool all = test::eventually([&] { return good.read_stream("EVENTS").size() == 10; }, 30s, 500ms);
+  if (!all) MESSAGE(walhook.log_tail());
+  CHECK(all);
+  std::string error;
+  CHECK(test::eventually(
+      [&] {
+        error = s.value("SELECT last_error FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(untrusted)});
+        return !error.empty();
+      },
+      30s));
+  INFO(error);
+  CHECK(error.find("TLS") != std::string::npos);
+  CHECK(bad.read_stream("EVENTS").empty());
+  CHECK(walhook.stop() == 0);
+  std::filesystem::remove_all(dir);
 }

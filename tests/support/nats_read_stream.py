@@ -5,10 +5,14 @@ code with walhook or nats.c). Speaks the NATS client protocol over TCP and the J
   nats_read_stream.py PORT read STREAM        one JSON line per stored message:
         {"seq", "subject", "headers": [[name, value], ...], "data"} (data: the body, UTF-8)
   nats_read_stream.py PORT api SUBJECT BODY    one JetStream API request; prints the answer
+
+A server that requires TLS is spoken to over TLS, trusting the CA file in $NATS_CA_FILE.
 """
 import base64
 import json
+import os
 import socket
+import ssl
 import sys
 
 
@@ -16,7 +20,11 @@ class Client:
     def __init__(self, port):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.buf = b""
-        self._line()  # INFO
+        info = json.loads(self._line()[len(b"INFO "):])
+        if info.get("tls_required"):
+            # NATS upgrades to TLS after INFO; NATS_CA_FILE is the CA to trust (a test's own).
+            ctx = ssl.create_default_context(cafile=os.environ.get("NATS_CA_FILE"))
+            self.sock = ctx.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n')
         self.sock.sendall(b"SUB _INBOX.walhooktest 1\r\n")
 

@@ -136,10 +136,10 @@ TEST_CASE("endpoint_from_row: an inserted row") {
   CHECK(e->secret == secret_a);
   CHECK(e->config_error.empty());
   REQUIRE(e->target);
-  CHECK(e->target->tls);
-  CHECK(e->target->host == "hooks.example.com");
-  CHECK(e->target->port == "443");
-  CHECK(e->target->target == "/in?x=1");
+  CHECK(e->target->http.tls);
+  CHECK(e->target->http.host == "hooks.example.com");
+  CHECK(e->target->http.port == "443");
+  CHECK(e->target->http.target == "/in?x=1");
   REQUIRE(e->keys.size() == 1);
   CHECK(e->keys[0].bytes.size() == 24);
   CHECK(e->max_concurrency == 6);
@@ -323,8 +323,8 @@ TEST_CASE("endpoint_from_row: fixing the URL or secret clears the config_error")
   REQUIRE(fixed.has_value());
   CHECK(fixed->config_error.empty());
   REQUIRE(fixed->target);
-  CHECK_FALSE(fixed->target->tls);
-  CHECK(fixed->target->port == "8080");
+  CHECK_FALSE(fixed->target->http.tls);
+  CHECK(fixed->target->http.port == "8080");
   CHECK(fixed->keys.size() == 1);
 }
 
