@@ -159,6 +159,15 @@ TEST_CASE("each preset end to end: the application inserts into its own table, i
   REQUIRE(test::eventually([&] { return s.received("/globex").size() == 2; }, 20s));
   CHECK(s.received("/globex").back().webhook_id == derived);
   CHECK(s.received("/globex").back().body == globex[derived].body);
+  // And `walhook recover` delivers acme's bridged events again, read back from walhook.outbox.
+  REQUIRE(test::run_walhook({"recover", "--database-url", s.url, "--slot", s.slot, "--since", "-infinity", "--tenant",
+                             "acme", "--wait", "--wait-timeout", "20"},
+                            out) == 0);
+  INFO(out);
+  REQUIRE(test::eventually([&] { return s.received("/acme").size() == 6; }, 20s));
+  std::map<std::string, int> twice;
+  for (const auto& r : s.received("/acme")) ++twice[r.webhook_id];
+  CHECK(twice == std::map<std::string, int>{{walhook_row, 2}, {debezium_row, 2}, {marker, 2}});
   CHECK(w->stop() == 0);
 }
 
