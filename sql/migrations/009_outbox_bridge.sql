@@ -80,19 +80,25 @@ CREATE TABLE walhook.outbox_bridges (
   updated_at    timestamptz NOT NULL DEFAULT now()
 );
 
--- 5. A bridge's pieces that do not depend on the mapping.
+-- 5. A bridge's pieces that do not depend on the mapping. Plain SQL expressions without a SET
+-- clause, so the planner inlines them into the trigger function's own expressions (whose
+-- search_path is pinned): no function call per row. They name only pg_catalog's functions.
 
 -- The event id of a bridged row from its own id (text): a UUID as it is; anything else (an
 -- integer, a string) a UUID derived from the table and the id — SHA-256, laid out as a version 8
 -- UUID (RFC 9562) — so the same row always has the same webhook-id. NULL or empty: NULL.
+CREATE FUNCTION walhook.outbox_bridge_derived_id(hash text) RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+  -- 32 hex digits → version 8 (digit 13), variant 10xx (digit 17).
+  SELECT overlay(overlay(hash PLACING '8' FROM 13 FOR 1)
+                 PLACING substr('89ab', ((('x' || substr(hash, 17, 1))::bit(4)::int) & 3) + 1, 1) FROM 17 FOR 1)::uuid
+$fn$;
 CREATE FUNCTION walhook.outbox_bridge_id(source text, id text) RETURNS uuid
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
   SELECT CASE
     WHEN id IS NULL OR id = '' THEN NULL
     WHEN id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN id::uuid
-    ELSE (SELECT overlay(overlay(h PLACING '8' FROM 13 FOR 1)
-                         PLACING substr('89ab', ((('x' || substr(h, 17, 1))::bit(4)::int) & 3) + 1, 1) FROM 17 FOR 1)::uuid
-            FROM (SELECT substr(encode(sha256(convert_to(source || ':' || id, 'UTF8')), 'hex'), 1, 32) AS h) d)
+    ELSE walhook.outbox_bridge_derived_id(substr(encode(sha256(convert_to(source || ':' || id, 'UTF8')), 'hex'), 1, 32))
   END
 $fn$;
 
@@ -100,7 +106,7 @@ $fn$;
 -- publish()), or NULL if it can.
 CREATE FUNCTION walhook.outbox_bridge_fault(id uuid, tenant_id text, event_type text, payload jsonb,
                                             aggregate_id text, aggregate_type text, merge_key text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
   SELECT CASE
     WHEN id IS NULL THEN 'the id is NULL or empty'
     WHEN tenant_id IS NULL THEN 'the tenant is NULL'
