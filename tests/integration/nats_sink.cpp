@@ -312,3 +312,40 @@ TEST_CASE("nats+tls://: the server's certificate is verified against --ca-file; 
   CHECK(walhook.stop() == 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a Debezium-style outbox table, bridged, routed to JetStream by aggregatetype") {
+  test::nats_server nats;
+  nats.create_stream("OUTBOX", {"outbox.event.>"});
+  test::scenario s("nats_debezium");
+  s.db.exec("CREATE TABLE public.dbz_outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, "
+            "type text NOT NULL, payload jsonb)");
+  std::string out;
+  REQUIRE(test::run_walhook({"migrate", "--database-url", s.url, "--slot", s.slot, "--outbox-table", "public.dbz_outbox",
+                             "--preset", "debezium", "--tenant", "acme"},
+                            out) == 0);
+  // Debezium's outbox router's default topic is outbox.event.<aggregatetype>: the same here.
+  test::add_endpoint(s.db, "acme", endpoint_url(nats, "outbox.event.{aggregate_type}"), delivery::generate_secret());
+  auto walhook = s.start_walhook({"--operator-tenant", ""});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  std::map<std::string, std::string> type_of;  // row id → aggregatetype
+  for (int i = 0; i < 20; ++i) {
+    const std::string agg = i % 2 ? "Order" : "Customer";
+    const auto id = s.value("INSERT INTO public.dbz_outbox VALUES (gen_random_uuid(), $1, $2, $3, $4::jsonb) RETURNING id",
+                            {agg, fmt::format("{}-{}", agg, i % 5), agg + "Updated", fmt::format(R"({{"i": {}}})", i)});
+    type_of[id] = agg;
+  }
+  std::vector<test::nats_server::stored_message> stored;
+  const bool all = test::eventually([&] { return (stored = nats.read_stream("OUTBOX")).size() >= 20; }, 30s, 500ms);
+  if (!all) MESSAGE(walhook.log_tail());
+  REQUIRE(all);
+  for (const auto& m : stored) {
+    INFO(m.msg_id);
+    REQUIRE(type_of.contains(m.msg_id));  // the row's own id is the message id
+    CHECK(m.subject == "outbox.event." + type_of[m.msg_id]);
+    CHECK(header(m, "walhook-aggregate-type") == type_of[m.msg_id]);
+    CHECK(header(m, "walhook-tenant-id") == "acme");
+  }
+  CHECK(stored.size() == 20);
+  CHECK(walhook.stop() == 0);
+}
