@@ -367,7 +367,7 @@ bool connection_worker::publish_one(publish_request& r) {
   if (s != AMQP_STATUS_OK) {
     auto e = from_status(s, transport_errc::broker_closed);
     deliver(r.w, e);
-    drop(e);
+    drop(e, false);
     return false;
   }
   unconfirmed_.emplace(next_tag_++, unconfirmed{r.message.message_id, std::move(r.w), std::nullopt});
@@ -382,7 +382,7 @@ void connection_worker::read_frames() {
     const int s = amqp_simple_wait_frame_noblock(conn_, &f, &zero);
     if (s == AMQP_STATUS_TIMEOUT) return;
     if (s != AMQP_STATUS_OK) {
-      drop(from_status(s, transport_errc::broker_closed));
+      drop(from_status(s, transport_errc::broker_closed), false);
       return;
     }
     on_frame(f);
@@ -492,9 +492,9 @@ void connection_worker::fail_queued(const transport_error& why) {
   queued_.clear();
 }
 
-void connection_worker::drop(const transport_error& why) {
+void connection_worker::drop(const transport_error& why, bool polite) {
   fail_unconfirmed(why);
-  close_connection(true);
+  close_connection(polite);
 }
 
 void connection_worker::close_connection(bool polite) {

@@ -100,7 +100,9 @@ class connection_worker {
   void wait_for_work();
   void fail_unconfirmed(const transport_error& why);
   void fail_queued(const transport_error& why);
-  void drop(const transport_error& why);  ///< fail_unconfirmed(why) and close the connection
+  /// fail_unconfirmed(why) and close the connection: `polite` with connection.close (bounded by
+  /// close_timeout), else the socket is just dropped (it is broken already).
+  void drop(const transport_error& why, bool polite = true);
   void close_connection(bool polite);
 
   const std::string name_;  ///< the pool key (endpoint id); the AMQP connection_name is "walhook endpoint " + name_
