@@ -250,10 +250,12 @@ void connection_worker::wait_for_work() {
     n = 2;
   }
   // With a full window or nothing queued there is nothing to do until the broker or the
-  // engine says something; with requests queued and no connection, connect() failed them all.
-  const bool can_publish = conn_ && !queued_.empty() && unconfirmed_.size() < std::size_t(options_.max_unconfirmed);
-  if (!can_publish && (!conn_ || !amqp_frames_enqueued(conn_)) && !(conn_ && amqp_data_in_buffer(conn_)))
-    ::poll(fds.data(), n, idle_poll_ms);
+  // engine says something. Requests queued without a connection (it was just lost) go round
+  // again at once: connect() either opens one or fails them all, so this never spins.
+  const bool window_open = unconfirmed_.size() < std::size_t(options_.max_unconfirmed);
+  const bool work = !queued_.empty() && (!conn_ || window_open);
+  const bool buffered = conn_ && (amqp_frames_enqueued(conn_) || amqp_data_in_buffer(conn_));
+  if (!work && !buffered) ::poll(fds.data(), n, idle_poll_ms);
   if (fds[0].revents & POLLIN) {
     std::uint64_t v;
     [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof v);
