@@ -168,6 +168,38 @@ TEST_CASE("refused login, no listener and the SSRF guard are told apart") {
   }
 }
 
+TEST_CASE("amqps: the broker's certificate is verified against the extra CA and the URL's host") {
+  auto& rmq = rabbitmq();
+  rmq.declare("x.tls", "q.tls", "k");
+  boost::asio::io_context ioc;
+  const auto url = [&](const std::string& host) {
+    return fmt::format("amqps://guest:guest@{}:{}/%2F?exchange=x.tls&routing_key=k", host, rmq.tls_port());
+  };
+  {
+    auto o = loopback();
+    o.extra_ca_pem = rmq.ca_pem();
+    amqp_sink sink(ioc.get_executor(), o);
+    // localhost resolves to ::1 too, where nothing listens: the next address is tried.
+    auto r = publish_all(ioc, sink, target_of(url("localhost")), {message("evt_t_1", "k")});
+    CHECK_MESSAGE(r[0].has_value(), describe(r[0]));
+    // The certificate names DNS:localhost only: 127.0.0.1 is not its host.
+    auto mismatch = publish_all(ioc, sink, target_of(url("127.0.0.1")), {message("evt_t_2", "k")}, 5s, "ep2");
+    REQUIRE_FALSE(mismatch[0].has_value());
+    CHECK_MESSAGE(mismatch[0].error() == transport_errc::tls_hostname_mismatch, mismatch[0].error().text());
+    MESSAGE("host mismatch: " << mismatch[0].error().text());
+  }
+  {
+    amqp_sink sink(ioc.get_executor(), loopback());  // the test CA is not trusted
+    auto r = publish_all(ioc, sink, target_of(url("localhost")), {message("evt_t_3", "k")});
+    REQUIRE_FALSE(r[0].has_value());
+    CHECK_MESSAGE(r[0].error() == transport_errc::tls_unknown_ca, r[0].error().text());
+    MESSAGE("unknown CA: " << r[0].error().text());
+  }
+  std::set<std::string> read;
+  for (const auto& m : rmq.drain("q.tls")) read.insert(m.message_id);
+  CHECK(read == std::set<std::string>{"evt_t_1"});
+}
+
 TEST_CASE("1000 publishes share one pipelined window; a window of 1 is the round-trip baseline") {
   auto& rmq = rabbitmq();
   rmq.declare("x.window", "q.window", "k");

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -77,7 +78,7 @@ std::string quote(const std::string& s) {
 /// Runs a shell command line; returns its exit code and its stdout+stderr.
 int run(const std::string& command, std::string& output) {
   output.clear();
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  FILE* p = ::popen(("(" + command + ") 2>&1").c_str(), "r");
   if (!p) return -1;
   char buf[4096];
   while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) output.append(buf, n);
@@ -127,13 +128,21 @@ rabbitmq_server::rabbitmq_server() {
   port_ = free_port();
   dist_port_ = free_port();
   epmd_port_ = free_port();
+  tls_port_ = free_port();
+  make_certificates();
   std::ofstream(dir_ + "/rabbitmq.conf") << fmt::format(
       "listeners.tcp.1 = 127.0.0.1:{}\n"
+      "listeners.ssl.1 = 127.0.0.1:{}\n"
+      "ssl_options.cacertfile = {}/ca.pem\n"
+      "ssl_options.certfile = {}/server.pem\n"
+      "ssl_options.keyfile = {}/server.key\n"
+      "ssl_options.verify = verify_none\n"
+      "ssl_options.fail_if_no_peer_cert = false\n"
       "loopback_users = none\n"
       "disk_free_limit.absolute = 1MB\n"
       "vm_memory_high_watermark.relative = 0.8\n"
       "log.console = false\n",
-      port_);
+      port_, tls_port_, dir_, dir_, dir_);
   std::ofstream(dir_ + "/rabbitmq-env.conf");       // not /etc/rabbitmq's
   std::ofstream(dir_ + "/enabled_plugins") << "[].\n";  // no management plugin: faster start
   if (const passwd* pw = broker_user()) {
@@ -143,6 +152,24 @@ rabbitmq_server::rabbitmq_server() {
   epmd_pid_ = spawn({"/usr/bin/epmd", "-port", std::to_string(epmd_port_)}, env(), dir_, dir_ + "/epmd.log");
   for (int i = 0; i < 100 && !answers(epmd_port_, false); ++i) std::this_thread::sleep_for(50ms);
   start();
+}
+
+void rabbitmq_server::make_certificates() {
+  // A CA made now, and a server certificate it signs for DNS:localhost only (so connecting by
+  // 127.0.0.1 is a host mismatch). EC keys: quick to make.
+  const std::string d = quote(dir_);
+  const std::string cmd = fmt::format(
+      "cd {0} && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key "
+      "-out ca.pem -days 2 -subj /CN=walhook-test-ca && "
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr "
+      "-subj /CN=localhost && printf 'subjectAltName=DNS:localhost\\n' > san.ext && "
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+      "-extfile san.ext && chmod 644 server.key",
+      d);
+  std::string out;
+  if (run(cmd, out) != 0) throw std::runtime_error("rabbitmq_server: openssl failed: " + out);
+  std::ifstream in(dir_ + "/ca.pem");
+  ca_pem_.assign(std::istreambuf_iterator<char>(in), {});
 }
 
 rabbitmq_server::~rabbitmq_server() {

@@ -39,6 +39,10 @@ class rabbitmq_server {
   rabbitmq_server& operator=(const rabbitmq_server&) = delete;
 
   unsigned short port() const { return port_; }
+  /// The amqps listener (127.0.0.1): its certificate is for DNS:localhost, signed by ca_pem().
+  unsigned short tls_port() const { return tls_port_; }
+  /// The PEM of the test CA that signed the broker's certificate.
+  const std::string& ca_pem() const { return ca_pem_; }
   /// amqp://guest:guest@127.0.0.1:PORT/%2F?exchange=…&routing_key=…
   std::string url(const std::string& exchange, const std::string& routing_key) const;
   /// How long the last start() took until the broker answered AMQP.
@@ -69,11 +73,13 @@ class rabbitmq_server {
  private:
   std::string dir_;
   std::string node_;
-  unsigned short port_ = 0, dist_port_ = 0, epmd_port_ = 0;
+  unsigned short port_ = 0, tls_port_ = 0, dist_port_ = 0, epmd_port_ = 0;
+  std::string ca_pem_;
   pid_t pid_ = 0;       ///< the broker's process group leader
   pid_t epmd_pid_ = 0;  ///< our own epmd
   std::chrono::milliseconds startup_time_{0};
   std::vector<std::string> env() const;
+  void make_certificates();
   std::string as_broker_user(const std::string& command) const;  ///< a shell command line run as the broker's user
 };
 
