@@ -326,6 +326,64 @@ TEST_CASE("a broker SIGKILLed with hundreds unconfirmed: every publish ends, eve
   CHECK(read.contains("evt_k_after"));
 }
 
+TEST_CASE("a queue that refuses more (reject-publish) makes the broker Nack: broker_nacked") {
+  auto& rmq = rabbitmq();
+  rmq.declare("x.full", "q.full", "k", "direct", 2);
+  boost::asio::io_context ioc;
+  amqp_sink sink(ioc.get_executor(), loopback());
+  const auto t = target_of(rmq.url("x.full", "k"));
+  std::vector<broker_message> msgs;
+  for (int i = 0; i < 5; ++i) msgs.push_back(message(fmt::format("evt_n_{}", i), "k"));
+  int ok = 0, nacked = 0;
+  for (const auto& m : msgs) {  // one at a time: which ones fit is then certain
+    auto r = publish_all(ioc, sink, t, {m});
+    if (r[0]) ++ok;
+    else if (r[0].error() == transport_errc::broker_nacked) ++nacked;
+    else FAIL_CHECK(r[0].error().text());
+  }
+  CHECK(ok == 2);
+  CHECK(nacked == 3);
+  CHECK(rmq.drain("q.full").size() == 2);
+}
+
+TEST_CASE("cancel_all ends every publish at once and the next one works; forget closes the connection") {
+  auto& rmq = rabbitmq();
+  rmq.declare("x.cancel", "q.cancel", "k");
+  boost::asio::io_context ioc;
+  amqp_sink sink(ioc.get_executor(), loopback());
+  const auto t = target_of(rmq.url("x.cancel", "k"));
+  REQUIRE(publish_all(ioc, sink, t, {message("evt_c_warm", "k")})[0].has_value());
+  std::vector<broker_message> msgs;
+  for (int i = 0; i < 2000; ++i) msgs.push_back(message(fmt::format("evt_c_{}", i), "k"));
+  std::vector<std::optional<post_result>> out(msgs.size());
+  std::atomic<int> done{0};
+  for (std::size_t i = 0; i < msgs.size(); ++i)
+    boost::asio::co_spawn(ioc, publish_into(sink, "ep1", t, msgs[i], 8s, out[i], done), boost::asio::detached);
+  ioc.restart();
+  std::thread io([&] { ioc.run(); });
+  while (done.load() < 10) std::this_thread::sleep_for(1ms);
+  sink.cancel_all();
+  const auto t0 = std::chrono::steady_clock::now();
+  io.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  int ok = 0, cancelled = 0;
+  for (auto& o : out) {
+    REQUIRE(o.has_value());
+    if (*o) ++ok;
+    else if (o->error() == transport_errc::cancelled) ++cancelled;
+    else FAIL_CHECK(o->error().text());
+  }
+  MESSAGE("cancel_all with 2000 submitted: " << ok << " confirmed before it, " << cancelled << " cancelled");
+  CHECK(cancelled > 0);
+  CHECK(publish_all(ioc, sink, t, {message("evt_c_after", "k")})[0].has_value());
+  sink.forget("ep1");
+  CHECK(publish_all(ioc, sink, t, {message("evt_c_after_forget", "k")})[0].has_value());  // a new connection
+  std::set<std::string> read;
+  for (const auto& m : rmq.drain("q.cancel")) read.insert(m.message_id);
+  CHECK(read.contains("evt_c_after"));
+  CHECK(read.contains("evt_c_after_forget"));
+}
+
 TEST_CASE("shutdown ends pending publishes with cancelled, and later ones too") {
   auto& rmq = rabbitmq();
   rmq.declare("x.ok", "q.ok", "order.created");

@@ -3,7 +3,7 @@
 rabbitmq-c): declares what an operator would, and drains a queue, printing one JSON line per
 message so the C++ tests compare bytes.
 
-  amqp_tool.py declare --port P --exchange X [--type direct] [--queue Q --key K]
+  amqp_tool.py declare --port P --exchange X [--type direct] [--queue Q --key K [--max-length N]]
   amqp_tool.py drain   --port P --queue Q [--max N] [--idle S]
   amqp_tool.py delete  --port P [--exchange X] [--queue Q]
 
@@ -33,7 +33,8 @@ def text(v):
 def declare(ch, a):
     ch.exchange_declare(exchange=a.exchange, exchange_type=a.type, durable=True)
     if a.queue:
-        ch.queue_declare(queue=a.queue, durable=True)
+        args = {"x-max-length": a.max_length, "x-overflow": "reject-publish"} if a.max_length else None
+        ch.queue_declare(queue=a.queue, durable=True, arguments=args)
         ch.queue_bind(queue=a.queue, exchange=a.exchange, routing_key=a.key)
 
 
@@ -70,6 +71,8 @@ def main():
     p.add_argument("--key", default="")
     p.add_argument("--max", type=int, default=0)
     p.add_argument("--idle", type=float, default=1.0)
+    p.add_argument("--max-length", type=int, default=0,
+                   help="declare: the queue holds at most N messages and refuses more (Basic.Nack)")
     a = p.parse_args()
     conn = connect(a.port)
     ch = conn.channel()

@@ -252,10 +252,10 @@ std::string tool() { return std::string("/usr/bin/python3 ") + WALHOOK_SOURCE_DI
 }  // namespace
 
 void rabbitmq_server::declare(const std::string& exchange, const std::string& queue, const std::string& key,
-                              const std::string& type) const {
+                              const std::string& type, int max_length) const {
   std::string out;
-  const auto cmd = fmt::format("{} declare --port {} --exchange {} --type {} --queue {} --key {}", tool(), port_,
-                               quote(exchange), quote(type), quote(queue), quote(key));
+  const auto cmd = fmt::format("{} declare --port {} --exchange {} --type {} --queue {} --key {} --max-length {}",
+                               tool(), port_, quote(exchange), quote(type), quote(queue), quote(key), max_length);
   if (run(cmd, out) != 0) throw std::runtime_error("amqp_tool.py declare failed: " + out);
 }
 

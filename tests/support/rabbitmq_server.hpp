@@ -61,9 +61,10 @@ class rabbitmq_server {
   void memory_alarm(bool on) const;
 
   /// Declares a durable exchange (`type`), and if `queue` is given a durable queue bound to it
-  /// with `key`. Throws if pika fails.
+  /// with `key`; `max_length` > 0: the queue holds at most that many messages and refuses more
+  /// (x-overflow reject-publish: the publisher gets Basic.Nack). Throws if pika fails.
   void declare(const std::string& exchange, const std::string& queue = "", const std::string& key = "",
-               const std::string& type = "direct") const;
+               const std::string& type = "direct", int max_length = 0) const;
   /// Deletes a queue and/or an exchange.
   void remove(const std::string& exchange, const std::string& queue = "") const;
   /// Reads (and acks) messages of `queue` until `max` (0: no limit) or none came for `idle`.
