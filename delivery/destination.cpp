@@ -138,6 +138,11 @@ std::string_view to_string(sink_kind k) {
   return "http";
 }
 
+bool names_broker(std::string_view url) {
+  return starts_with_ci(url, "nats://") || starts_with_ci(url, "nats+tls://") || starts_with_ci(url, "amqp://") ||
+         starts_with_ci(url, "amqps://");
+}
+
 boost::system::result<destination, transport_error> parse_destination(std::string_view url) {
   const bool nats = starts_with_ci(url, "nats://"), nats_tls = starts_with_ci(url, "nats+tls://");
   const bool amqp = starts_with_ci(url, "amqp://"), amqps = starts_with_ci(url, "amqps://");
@@ -170,9 +175,9 @@ boost::system::result<void, std::string> check_template(std::string_view tmpl) {
   return {};
 }
 
-boost::system::result<std::string, std::string> render_template(std::string_view tmpl, const template_values& v,
+boost::system::result<std::string, template_error> render_template(std::string_view tmpl, const template_values& v,
                                                                  bool nats_subject) {
-  if (auto c = check_template(tmpl); !c) return c.error();
+  if (auto c = check_template(tmpl); !c) return template_error{c.error()};
   std::string out;
   for (std::size_t i = 0; i < tmpl.size(); ++i) {
     if (tmpl[i] != '{') {
@@ -187,15 +192,15 @@ boost::system::result<std::string, std::string> render_template(std::string_view
     else if (name == "aggregate_id") value = v.aggregate_id;
     else value = v.aggregate_type;
     if (!value || value->empty())
-      return fmt::format("the template needs {{{}}} and the event has none", name);
+      return template_error{fmt::format("the template needs {{{}}} and the event has none", name)};
     out += *value;
     i = close;
   }
-  if (out.size() > 255) return fmt::format("the rendered name is {} bytes, at most 255 are allowed", out.size());
+  if (out.size() > 255) return template_error{fmt::format("the rendered name is {} bytes, at most 255 are allowed", out.size())};
   if (nats_subject && !is_valid_subject(out))
-    return fmt::format("'{}' is not a valid NATS subject (an event value holds a space, '*', '>' or an empty token)",
-                       out);
-  return out;
+    return template_error{fmt::format(
+        "'{}' is not a valid NATS subject (an event value holds a space, '*', '>' or an empty token)", out)};
+  return {boost::system::in_place_value, std::move(out)};
 }
 
 bool is_valid_subject(std::string_view subject) {

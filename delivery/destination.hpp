@@ -57,6 +57,9 @@ struct destination {
 /// (the vhost), the query keys `exchange` and `routing_key` only, each at most once.
 boost::system::result<destination, transport_error> parse_destination(std::string_view url);
 
+/// True if `url` starts with a broker scheme (nats://, nats+tls://, amqp://, amqps://; any case).
+bool names_broker(std::string_view url);
+
 /// The values a template may use; std::nullopt: the event has none.
 struct template_values {
   std::string_view event_type;
@@ -69,11 +72,16 @@ struct template_values {
 /// (the message names it and lists the known ones).
 boost::system::result<void, std::string> check_template(std::string_view tmpl);
 
+/// Why a template could not be rendered (a person reads `message`).
+struct template_error {
+  std::string message;
+};
+
 /// `tmpl` with each placeholder replaced. Errors (the message says which): a placeholder whose
 /// value the event does not have (no aggregate_id); for `nats_subject`, a result that is not a
 /// valid NATS subject (empty token, whitespace, '*' or '>'); a result over 255 bytes (AMQP's
 /// shortstr). Pure.
-boost::system::result<std::string, std::string> render_template(std::string_view tmpl, const template_values& v,
+boost::system::result<std::string, template_error> render_template(std::string_view tmpl, const template_values& v,
                                                                  bool nats_subject);
 
 /// True if `subject` is a NATS subject walhook may publish to: non-empty '.'-separated tokens

@@ -16,6 +16,11 @@ class sink_router final : public transport {
  public:
   /// `http` carries async_post; not owned, must outlive the router.
   explicit sink_router(transport& http) : http_(http) {}
+  /// With the NATS and AMQP sinks (either may be null: that scheme answers sink_unavailable).
+  sink_router(transport& http, std::unique_ptr<transport> nats, std::unique_ptr<transport> amqp) : http_(http) {
+    add(sink_kind::nats, std::move(nats));
+    add(sink_kind::amqp, std::move(amqp));
+  }
 
   /// Registers the sink for `kind` (nats or amqp); replaces an earlier one.
   void add(sink_kind kind, std::unique_ptr<transport> sink);

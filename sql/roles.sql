@@ -8,6 +8,8 @@
 --   walhook_migrator : what `walhook migrate` and `walhook reshard` need — CREATE on the database
 --                      (the schema walhook and the publications; it then owns walhook's tables,
 --                      which later migrations alter) and REPLICATION (the slot). Not a superuser.
+--                      To bridge an application's own outbox table (`walhook migrate
+--                      --outbox-table`), the table's owner grants it TRIGGER on that table.
 --   walhook_relay    : what `walhook run` needs — stream the slot (REPLICATION), read the outbox
 --                      and endpoints, write delivery state and health, disable endpoints, expire
 --                      old outbox rows, publish walhook's own notifications.
@@ -83,10 +85,11 @@ GRANT USAGE ON SCHEMA walhook TO walhook_app;
 -- Not endpoint_id: the direct route is walhook's own (its notifications to contact endpoints).
 -- Not by_walhook: walhook.* event types and merge keys are walhook's own (migration 008).
 -- Not stored_at: walhook's clock of the event (retention and give-up count from it).
-GRANT INSERT (id, tenant_id, event_type, aggregate_id, merge_key, payload, created_at), SELECT (id)
+-- Not rejected: only an outbox bridge's function writes it (migration 009).
+GRANT INSERT (id, tenant_id, event_type, aggregate_id, aggregate_type, merge_key, payload, created_at), SELECT (id)
   ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
-GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text) TO walhook_app;
+GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text, text) TO walhook_app;
 
 GRANT USAGE ON SCHEMA walhook TO walhook_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;
@@ -95,4 +98,5 @@ GRANT SELECT, INSERT ON walhook.recoveries TO walhook_admin;  -- walhook recover
 GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin;  -- status and console
 -- walhook event (the delivered snapshot of the tenant's slot) and walhook recover (the layout).
 GRANT SELECT ON walhook.slot_progress, walhook.shard_layout TO walhook_admin;
+GRANT SELECT ON walhook.outbox_bridges TO walhook_admin;  -- the bridged outbox tables (migration 009)
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;

@@ -356,6 +356,8 @@ asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> state_stor
       c.event_created_at = res->value(r, 10);  // PostgreSQL's text; the dispatcher renders it (or ends it dead)
       c.payload = res->value(r, 11);
       c.event_stored_at = res->value(r, 12);
+      c.aggregate_type = res->optional_value(r, 13);
+      c.rejected = res->optional_value(r, 14);
     }
     out.push_back(std::move(c));
   }

@@ -34,6 +34,9 @@ struct claimed_delivery {
   std::string event_created_at;  ///< outbox.created_at as PostgreSQL prints it (DateStyle ISO), or RFC 3339
   std::string payload;
   std::string event_stored_at;  ///< outbox.stored_at as PostgreSQL prints it (migration 008)
+  std::optional<std::string> aggregate_type;  ///< outbox.aggregate_type (migration 009)
+  /// outbox.rejected (migration 009): the row is one an outbox bridge could not map, never sent.
+  std::optional<std::string> rejected;
 };
 
 /// How many due deliveries to claim for one endpoint, and whether it is ordered by aggregate.

@@ -43,6 +43,7 @@ int events(const events_args& a) {
       "SELECT id, event_type, created_at, payload::text FROM walhook.outbox "
       "WHERE tenant_id = $1 AND created_at >= coalesce($2::timestamptz, now() - interval '30 days') "
       "AND created_at < coalesce($3::timestamptz, 'infinity') AND ($5::text[] IS NULL OR event_type = ANY ($5::text[])) "
+      "AND rejected IS NULL "  // rows an outbox bridge could not map were never events (migration 009)
       "ORDER BY created_at, seq LIMIT $4::int",
       p);
   for (int i = 0; i < r.rows(); ++i) {

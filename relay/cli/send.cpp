@@ -23,6 +23,7 @@ struct send_args {
   std::string data;  ///< JSON
   std::string merge_key;
   std::string aggregate_id;
+  std::string aggregate_type;
 };
 
 int send(const send_args& a) {
@@ -39,7 +40,11 @@ int send(const send_args& a) {
   blocking_db db(a.database_url);
   operations::require_schema(db);
   pg::params p{a.tenant, a.type, a.data, text_or_null(a.merge_key), text_or_null(a.aggregate_id)};
-  auto r = db.exec("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)", p);
+  if (!a.aggregate_type.empty()) p.push_back(a.aggregate_type);
+  auto r = db.exec(a.aggregate_type.empty()
+                       ? "SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)"
+                       : "SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5, aggregate_type => $6)",
+                   p);
   std::cout << r.value(0, 0) << "\n";
   return 0;
 }
@@ -55,6 +60,7 @@ command add_send(CLI::App& app) {
   c->add_option("--data", a->data, "JSON payload")->required();
   c->add_option("--merge-key", a->merge_key, "Coalesce with a pending delivery of the same key (state updates)");
   c->add_option("--aggregate-id", a->aggregate_id, "Entity id, for per-aggregate ordering");
+  c->add_option("--aggregate-type", a->aggregate_type, "Kind of entity, e.g. order (Debezium's aggregatetype)");
   return {c, [a] { return send(*a); }};
 }
 

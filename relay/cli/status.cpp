@@ -201,6 +201,21 @@ SELECT id, slot_name, state, reason, to_char(created_at AT TIME ZONE 'UTC', 'YYY
                       rec.value(i, 3));
 }
 
+/// The application tables bridged into walhook.outbox (walhook migrate --outbox-table, migration
+/// 009). Nothing if there is none, or the role may not read walhook.outbox_bridges (sql/roles.sql
+/// not run again since).
+void print_bridges(blocking_db& db) {
+  if (db.exec("SELECT has_table_privilege(to_regclass('walhook.outbox_bridges'), 'SELECT')").value(0, 0) != "t") return;
+  auto b = db.exec(R"sql(
+SELECT source, coalesce(tenant, '(column ' || (columns->>'tenant') || ')'), columns::text
+  FROM walhook.outbox_bridges ORDER BY source)sql");
+  if (b.rows() == 0) return;
+  const auto line = [](const auto&... v) { return fmt::format("{:<32} {:<20} {}\n", v...); };
+  std::cout << "\noutbox bridges (your tables, copied into walhook.outbox by a trigger):\n"
+            << line("table", "tenant", "columns");
+  for (int i = 0; i < b.rows(); ++i) std::cout << line(b.value(i, 0), b.value(i, 1), b.value(i, 2));
+}
+
 /// One row per endpoint, worst first as the console shows them (operations::endpoint_statuses).
 /// `pending`/`sending`/`dead` are rows of walhook.deliveries ('sending': claimed attempts and
 /// attempts past --max-hold-ms that walhook recorded; one that ends within the hold bound never
@@ -220,6 +235,7 @@ int status(const status_args& a) {
     std::cout << "queued/in_flight are the running walhook's live numbers: give --admin-url http://HOST:PORT (its "
                  "--admin-listen; env WALHOOK_ADMIN_URL) to show them\n";
   print_recoveries(db);
+  print_bridges(db);
   return 0;
 }
 

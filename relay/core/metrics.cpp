@@ -1,5 +1,7 @@
 #include "relay/core/metrics.hpp"
 
+#include "relay/core/rows.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -192,14 +194,15 @@ void endpoint_families(exposition& x, const metrics_snapshot& s) {
     x.out += fmt::format("walhook_endpoint_in_flight{{endpoint=\"{}\"}} {}\n", e.id, e.in_flight);
   // Counted by this process since it started (a standby's are its own: scrape both instances).
   x.header("walhook_endpoint_attempts_total", "counter",
-           "Delivery attempts by this process, per endpoint and outcome class (2xx, 3xx, 4xx, 5xx, timeout, connect, "
-           "tls, ssrf, dns, network, protocol, cancelled, other). A series appears once non-zero: at most endpoints "
-           "x 13 classes; a removed endpoint's series go.");
+           "Delivery attempts by this process, per endpoint (with its sink: http, nats, amqp) and outcome class "
+           "(2xx, 3xx, 4xx, 5xx, timeout, connect, tls, ssrf, dns, network, protocol, cancelled, broker, blocked, "
+           "other; a broker's confirmation counts as 2xx). A series appears once non-zero: at most endpoints x 15 "
+           "classes; a removed endpoint's series go.");
   for (const auto& e : s.endpoints)
     for (auto cls : delivery::all_outcome_classes)
       if (auto n = e.counters.attempts[static_cast<std::size_t>(cls)])
-        x.out += fmt::format("walhook_endpoint_attempts_total{{endpoint=\"{}\",outcome=\"{}\"}} {}\n", e.id,
-                             delivery::to_string(cls), n);
+        x.out += fmt::format("walhook_endpoint_attempts_total{{endpoint=\"{}\",sink=\"{}\",outcome=\"{}\"}} {}\n",
+                             e.id, e.sink, delivery::to_string(cls), n);
   x.header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
   for (const auto& e : s.endpoints)
     x.out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
@@ -255,6 +258,10 @@ std::string render_prometheus(const metrics_snapshot& s) {
   endpoint_families(x, s);
   build_and_process_families(x, s);
   return std::move(x.out);
+}
+
+std::string_view sink_label(const endpoint* ep) {
+  return ep && ep->target ? delivery::to_string(ep->target->kind) : std::string_view("http");
 }
 
 }  // namespace walhook::relay

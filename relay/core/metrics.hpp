@@ -29,7 +29,14 @@ struct endpoint_metrics {
   /// has covered was current, and deliveries read back for it this session. Absent: on the stream.
   std::optional<double> cursor_lag_s;
   std::uint64_t cursor_drained = 0;
+  /// The sink its URL picks (delivery/destination.hpp): "http", "nats", "amqp"; the `sink`
+  /// label of walhook_endpoint_attempts_total.
+  std::string_view sink = "http";
 };
+
+struct endpoint;
+/// The sink label of an endpoint: its URL's kind; "http" for none or an unusable URL.
+std::string_view sink_label(const endpoint* ep);
 
 /// The standard process metrics (Prometheus client libraries' `process_*`, Linux /proc/self).
 struct process_metrics {

@@ -32,6 +32,10 @@ std::optional<std::string> row_view::text(std::string_view column) const {
   return std::string(v);
 }
 
+std::string rejected_reason(std::string_view rejected) {
+  return "the outbox bridge could not map " + std::string(rejected);
+}
+
 bool reserved_name(std::string_view name) {
   constexpr std::string_view prefix = "walhook.";
   if (name.size() < prefix.size()) return false;
@@ -58,6 +62,7 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   ev.type = std::move(*type);
   ev.payload = std::move(*payload);
   ev.aggregate_id = row.text("aggregate_id");
+  ev.aggregate_type = row.text("aggregate_type");  // absent before migration 009: none
   ev.merge_key = row.text("merge_key");
   ev.commit_lsn = commit_lsn;
   // Absent from a Relation of an older schema (before migration 006): no direct route.
@@ -77,8 +82,12 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   const bool by_walhook = written && (*written == "t" || *written == "true");
   if (!by_walhook && (reserved_name(ev.type) || (ev.merge_key && reserved_name(*ev.merge_key))))
     why = "event type and merge key walhook.* are reserved for walhook's own notifications";
+  // A row an outbox bridge could not map (migration 009): never an event, whatever else it holds.
+  if (auto rejected = row.text("rejected")) why = rejected_reason(*rejected);
   if (created) {
-    auto iso = pg_timestamptz_to_iso8601(*created, &why);
+    std::string created_why;
+    auto iso = pg_timestamptz_to_iso8601(*created, &created_why);
+    if (why.empty()) why = std::move(created_why);
     if (!iso) {
       ev.created_at = std::move(*created);
       return ev;
@@ -116,7 +125,7 @@ void resolve_endpoint(endpoint& e) {
   auto target = delivery::parse_destination(e.url);
   if (!target) {
     e.config_error = "invalid endpoint URL: " + delivery::redact_url(e.url);
-    if (!target.error().detail().empty()) e.config_error += " (" + target.error().detail() + ")";
+    if (delivery::names_broker(e.url)) e.config_error += " (" + target.error().detail() + ")";
   } else {
     e.target = std::move(*target);
   }

@@ -50,8 +50,14 @@ wal::pgoutput::tuple tuple_of_text(const std::vector<std::optional<std::string>>
 /// that RFC 3339 cannot express (infinite, BC, after 9999) is not an error: the event comes back
 /// with created_at as PostgreSQL printed it, no body, and the reason in `why` — the caller
 /// records its deliveries dead. So does a row with a reserved event type or merge key
-/// (reserved_name) that walhook did not write (by_walhook): a forgery of its notifications.
+/// (reserved_name) that walhook did not write (by_walhook): a forgery of its notifications, and
+/// a row an outbox bridge wrote instead of one it could not map (rejected, migration 009).
+/// aggregate_type (migration 009) absent from an older Relation is none.
 boost::system::result<delivery::event> event_from_row(const row_view& row, lsn commit_lsn, std::string& why);
+
+/// The reason of the dead deliveries of a row an outbox bridge could not map, from its
+/// walhook.outbox.rejected ("app.outbox row 42: the payload is not JSON (…)", migration 009).
+std::string rejected_reason(std::string_view rejected);
 
 /// True if `name` starts with "walhook." (case-insensitive): event types and merge keys of
 /// walhook's own notifications (migration 008 refuses them in rows walhook did not write).

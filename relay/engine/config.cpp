@@ -30,6 +30,14 @@ delivery::http_client_options http_options_of(const run_options& o) {
   return h;
 }
 
+delivery::broker_sink_options broker_options_of(const run_options& o) {
+  delivery::broker_sink_options b;
+  b.allow_private_networks = o.http.allow_private_networks;
+  b.extra_ca_pem = o.http.extra_ca_pem;
+  b.clock = o.clock;
+  return b;
+}
+
 dispatcher_options dispatcher_options_of(const run_options& o, outcome_log* recent) {
   auto d = o.dispatch;
   d.recent_outcomes = recent;

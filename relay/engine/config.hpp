@@ -4,7 +4,9 @@
 // the components share (the database URL, the slot, the shard, the instance name, the reconnect
 // cap, the clock). Pure: no I/O; the engine calls these once, when it starts.
 
+#include "delivery/broker_sink.hpp"
 #include "delivery/http_client.hpp"
+#include "delivery/sink_router.hpp"
 #include "relay/engine/dispatcher.hpp"
 #include "relay/engine/options.hpp"
 #include "sql/state_store.hpp"
@@ -25,6 +27,10 @@ sql::state_store_options store_options_of(const run_options& o);
 
 /// The HTTP client's settings: run_options::http with the clock.
 delivery::http_client_options http_options_of(const run_options& o);
+
+/// The broker sinks' settings: the SSRF guard's switch and the extra CAs of run_options::http,
+/// the clock.
+delivery::broker_sink_options broker_options_of(const run_options& o);
 
 /// The dispatcher's settings: run_options::dispatch, noting finished attempts in `recent` (not
 /// owned; nullptr: nowhere).

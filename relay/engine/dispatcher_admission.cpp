@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "common/time.hpp"
+#include "relay/core/rows.hpp"
 #include "relay/engine/dispatcher_detail.hpp"
 
 #include <chrono>
@@ -100,6 +101,8 @@ void dispatcher::admit_claimed(sql::claimed_delivery c) {
     ev.created_at = created_at.value_or(c.event_created_at);
     if (created_at) ev.body = delivery::make_body(ev);
     else dead = std::move(why);
+    // A row an outbox bridge could not map: replayed or resent, it ends dead again, never sent.
+    if (c.rejected) dead = rejected_reason(*c.rejected);
   }
   job j = job_of(c, events_.track(std::move(ev)), clock_.steady_now());
   own(key_of(j));

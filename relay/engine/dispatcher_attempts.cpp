@@ -71,7 +71,7 @@ asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const e
   delivery::broker_message m;
   auto subject = delivery::render_template(
       to.broker.subject, {ev.type, ev.tenant_id, ev.aggregate_id, ev.aggregate_type}, to.kind == delivery::sink_kind::nats);
-  if (!subject) co_return delivery::transport_error(delivery::transport_errc::bad_message, subject.error());
+  if (!subject) co_return delivery::transport_error(delivery::transport_errc::bad_message, subject.error().message);
   m.subject = std::move(*subject);
   m.message_id = ev.id;
   m.body = ev.body;

@@ -50,6 +50,7 @@ inline delivery::event event_of(const sql::claimed_delivery& c) {
   ev.id = c.event_id;
   ev.merge_key = c.merge_key;
   ev.aggregate_id = c.aggregate_id;
+  ev.aggregate_type = c.aggregate_type;
   ev.commit_lsn = c.commit_lsn;
   return ev;
 }

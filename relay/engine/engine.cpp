@@ -2,7 +2,8 @@
 
 #include "common/log.hpp"
 #include "common/task_group.hpp"
-#include "delivery/http_client.hpp"
+#include "delivery/amqp_sink.hpp"
+#include "delivery/nats_sink.hpp"
 #include "relay/core/endpoint_directory.hpp"
 #include "relay/core/lsn_tracker.hpp"
 #include "relay/core/metrics.hpp"
@@ -45,9 +46,7 @@ std::string default_instance_name() {
   ::gethostname(host, sizeof host - 1);
   return fmt::format("{}:{}", host, ::getpid());
 }
-
 bool cancelled(const asio::cancellation_state& s) { return s.cancelled() != asio::cancellation_type::none; }
-
 }  // namespace
 
 struct engine::impl {
@@ -57,10 +56,12 @@ struct engine::impl {
         clock(*options.clock),
         store(ex, store_options_of(options)),
         http(ex, http_options_of(options)),
+        sinks(http, std::make_unique<delivery::nats_sink>(ex, broker_options_of(options)),
+              std::make_unique<delivery::amqp_sink>(ex, broker_options_of(options))),
         stream(ex, stream_options_of(options)),
         lead(ex, {options.database_url, options.slot, options.instance_name}),
         recent(options.recent_outcomes),
-        deliveries(ex, dispatcher_options_of(options, &recent), directory, tracker, store, http, clock,
+        deliveries(ex, dispatcher_options_of(options, &recent), directory, tracker, store, sinks, clock,
                    {[this] { released(); }, [this] { stream.wake(); }}),
         handler(tracker, directory, deliveries, clock),
         recovery(store, stream, tracker, handler, deliveries, options.slot),
@@ -81,6 +82,7 @@ struct engine::impl {
   const clock_source& clock;
   sql::state_store store;
   delivery::http_client http;
+  delivery::sink_router sinks;  ///< HTTP and the brokers: what the dispatcher sends through
   endpoint_directory directory;
   lsn_tracker tracker;
   wal::replication_stream stream;
@@ -574,7 +576,8 @@ asio::awaitable<std::string> engine::metrics_text() {
   for (auto id : s.directory.ids()) {
     auto c = counters.find(id);
     by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
-                 c == counters.end() ? endpoint_counters{} : c->second, std::nullopt, 0};
+                 c == counters.end() ? endpoint_counters{} : c->second, std::nullopt, 0,
+                 sink_label(s.directory.find(id))};
   }
   // What the database says is the leader's to export: a standby (or an instance reconnecting)
   // would repeat it, and a scrape must not cost the database when this instance is not working.

@@ -101,8 +101,7 @@ bool is_uuid(std::string_view s) {
 void check_url(const std::string& url) {
   auto d = delivery::parse_destination(url);
   if (d) return;
-  if (!d.error().detail().empty() && url.find("://") != std::string::npos &&
-      url.compare(0, 4, "http") != 0 && url.compare(0, 4, "HTTP") != 0)
+  if (delivery::names_broker(url))
     throw invalid_input("--url " + delivery::redact_url(url) + ": " + d.error().detail());
   const auto at = url.find('@');
   const auto authority = url.find("//");

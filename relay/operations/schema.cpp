@@ -193,11 +193,42 @@ void create_slot(blocking_db& db, const migrate_request& a, const say_fn& say) {
 
 }  // namespace
 
+void install_outbox_bridge(blocking_db& db, const std::string& table, const bridge_mapping& m, const say_fn& say) {
+  try {
+    auto r = db.exec("SELECT walhook.bridge_outbox_table($1, $2::jsonb, $3)", pg::params{table, bridge_columns_json(m), m.tenant});
+    say(std::string(r.value(0, 0)));
+  } catch (const pg_error& e) {
+    if (e.sqlstate() == "42501")  // insufficient_privilege: CREATE TRIGGER on a table of the application's
+      throw invalid_input(fmt::format("cannot bridge {}: {} (the migrating role needs USAGE on the table's schema and "
+                                      "the TRIGGER privilege on the table: GRANT TRIGGER ON {} TO <role>)",
+                                      table, e.what(), table));
+    if (e.sqlstate().starts_with("22") || e.sqlstate().starts_with("42"))  // the mapping or the table: the caller's
+      throw invalid_input(fmt::format("cannot bridge {}: {}", table, e.what()));
+    throw;
+  }
+}
+
+void remove_outbox_bridge(blocking_db& db, const std::string& table, const say_fn& say) {
+  pg::query_result r;
+  try {
+    r = db.exec("SELECT walhook.unbridge_outbox_table($1)", pg::params{table});
+  } catch (const pg_error& e) {
+    if (e.sqlstate() != "42501") throw;  // "must be owner of table": dropping a trigger is the owner's
+    throw invalid_input(fmt::format("cannot remove the bridge of {}: {} (dropping a trigger takes the table's owner: "
+                                    "the owner runs DROP TRIGGER walhook_outbox_bridge ON {}, then run this again)",
+                                    table, e.what(), table));
+  }
+  if (r.value(0, 0) != "t") throw not_found(fmt::format("{} has no outbox bridge (walhook.outbox_bridges)", table));
+  say(fmt::format("removed the outbox bridge of {} (its rows already in walhook.outbox stay)", table));
+}
+
 void migrate(const migrate_request& a, const std::function<void(const std::string&)>& say) {
   apply_migrations(a.database_url, say);
   blocking_db db(a.database_url);
   if (a.shard.sharded()) set_up_shard(db, a, say);
   if (a.create_slot) create_slot(db, a, say);
+  if (!a.remove_bridge.empty()) remove_outbox_bridge(db, a.remove_bridge, say);
+  if (!a.outbox_table.empty()) install_outbox_bridge(db, a.outbox_table, a.bridge, say);
 }
 
 }  // namespace walhook::relay::operations

@@ -4,6 +4,7 @@
 // exported snapshot. Blocking libpq (relay/operations/blocking_db.hpp); user errors throw
 // cli_error with a one-line message.
 
+#include "relay/core/outbox_bridge.hpp"
 #include "relay/core/shard.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "wal/replication_stream.hpp"
@@ -47,11 +48,29 @@ struct migrate_request {
   std::string slot = wal::stream_options{}.slot;  ///< --slot (its default is the stream's)
   bool create_slot = true;
   shard_spec shard;  ///< --shard K/N: also the shard's publications, and the slot `<slot>_K_of_N`
+  /// --outbox-table SCHEMA.TABLE: the application's own outbox table, bridged into walhook.outbox
+  /// with `bridge` (install_outbox_bridge). Empty: none.
+  std::string outbox_table;
+  bridge_mapping bridge;
+  /// --remove-outbox-bridge SCHEMA.TABLE: removes that table's bridge (remove_outbox_bridge).
+  std::string remove_bridge;
 };
+/// Installs or replaces the bridge of the application's outbox table `table` (SCHEMA.TABLE) into
+/// walhook.outbox: an AFTER INSERT trigger whose function copies each new row, mapped by `m`,
+/// in the same transaction (walhook.bridge_outbox_table(), sql/migrations/009_outbox_bridge.sql).
+/// Idempotent. Says what it installed. Throws invalid_input naming the missing table or column
+/// (with the table's columns), or the privilege the migrating role lacks.
+void install_outbox_bridge(blocking_db& db, const std::string& table, const bridge_mapping& m,
+                           const std::function<void(const std::string&)>& say);
+
+/// Removes the bridge of `table`: its trigger and function; the table and the events already in
+/// walhook.outbox stay. Throws not_found if there is no bridge of that table.
+void remove_outbox_bridge(blocking_db& db, const std::string& table, const std::function<void(const std::string&)>& say);
+
 /// Applies the schema migrations and creates the logical replication slot (pgoutput) if it is
 /// missing, so events published from now on are never missed even before `walhook run`. A
 /// slot walhook streamed before on this cluster is not created again (`walhook run` recovers
-/// it as an incident). Each line of the report goes to `say` as it happens. Throws cli_error.
+/// it as an incident). Then the outbox bridge it asks for, if any. Each line of the report goes to `say` as it happens. Throws cli_error.
 void migrate(const migrate_request& request, const std::function<void(const std::string&)>& say);
 
 }  // namespace walhook::relay::operations

@@ -64,11 +64,11 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
     text = scrape(leader_port);
     return sample(text, age_series).has_value();
   }, 10s));
-  CHECK(sample(text, fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"2xx\"}}", ok_label)) == events);
-  CHECK(sample(text, fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"5xx\"}}", fail_label)) == events);
+  CHECK(sample(text, fmt::format("walhook_endpoint_attempts_total{{{},sink=\"http\",outcome=\"2xx\"}}", ok_label)) == events);
+  CHECK(sample(text, fmt::format("walhook_endpoint_attempts_total{{{},sink=\"http\",outcome=\"5xx\"}}", fail_label)) == events);
   // Only the classes seen: no 5xx series for the healthy endpoint, no 2xx for the failing one.
-  CHECK(text.find(fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"5xx\"}}", ok_label)) == std::string::npos);
-  CHECK(text.find(fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"2xx\"}}", fail_label)) == std::string::npos);
+  CHECK(text.find(fmt::format("walhook_endpoint_attempts_total{{{},sink=\"http\",outcome=\"5xx\"}}", ok_label)) == std::string::npos);
+  CHECK(text.find(fmt::format("walhook_endpoint_attempts_total{{{},sink=\"http\",outcome=\"2xx\"}}", fail_label)) == std::string::npos);
   CHECK(sample(text, fmt::format("walhook_endpoint_delivered_total{{{}}}", ok_label)) == events);
   CHECK(sample(text, fmt::format("walhook_endpoint_delivered_total{{{}}}", fail_label)) == 0);
   CHECK(sample(text, fmt::format("walhook_endpoint_dead_total{{{}}}", fail_label)) == 0);
@@ -131,7 +131,7 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
   CAPTURE(demoted);
   CHECK(demoted.find("walhook_endpoint_oldest_pending_age_seconds") == std::string::npos);
   CHECK(demoted.find("walhook_slot_wal_status") == std::string::npos);
-  CHECK(sample(demoted, fmt::format("walhook_endpoint_attempts_total{{{},outcome=\"5xx\"}}", fail_label)) == events);
+  CHECK(sample(demoted, fmt::format("walhook_endpoint_attempts_total{{{},sink=\"http\",outcome=\"5xx\"}}", fail_label)) == events);
   CHECK(test::eventually([&] { return sample(scrape(standby_port), age_series).has_value(); }, 10s));
 
   CHECK(standby.stop() == 0);

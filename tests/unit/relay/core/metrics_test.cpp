@@ -231,9 +231,9 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"1\"} 30.5");
   lacks("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"2\"}");
   // Per endpoint and outcome: only the non-zero pairs.
-  has("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"5xx\"} 4");
-  has("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"2xx\"} 6");
-  lacks("walhook_endpoint_attempts_total{endpoint=\"1\",outcome=\"4xx\"}");
+  has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"5xx\"} 4");
+  has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"2xx\"} 6");
+  lacks("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"4xx\"}");
   lacks("walhook_endpoint_attempts_total{endpoint=\"2\"");
   // Delivered and dead for every endpoint in the directory, zero included (rate() works from the start).
   has("walhook_endpoint_delivered_total{endpoint=\"1\"} 6");
@@ -249,7 +249,7 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("process_open_fds 12");
   has("process_max_fds 1024");
   // The HELP text states the bound.
-  CHECK(text.find("at most endpoints x 13 classes") != std::string::npos);
+  CHECK(text.find("at most endpoints x 15") != std::string::npos);
 }
 
 TEST_CASE("render_prometheus: the output is valid text exposition, each histogram consistent") {
@@ -264,7 +264,7 @@ TEST_CASE("render_prometheus: the output is valid text exposition, each histogra
   CHECK(e.type.at("walhook_build_info") == "gauge");
   CHECK(e.value("walhook_build_info", "walhook_build_info", {{"version", s.version}, {"commit", "abc1234"}}) == 1);
   CHECK(e.value("walhook_endpoint_attempts_total", "walhook_endpoint_attempts_total",
-                {{"endpoint", "1"}, {"outcome", "5xx"}}) == 4);
+                {{"endpoint", "1"}, {"sink", "http"}, {"outcome", "5xx"}}) == 4);
   // Each class's histogram: buckets cumulative and non-decreasing in le, +Inf == _count, and the
   // classes' counts add up to what was observed.
   std::map<std::string, std::vector<std::pair<double, double>>> buckets;
@@ -310,7 +310,7 @@ TEST_CASE("render_prometheus: a standby exports no oldest-pending series, and no
   CHECK(!e.has_family("walhook_slot_retained_wal_bytes"));
   // Its own counters, build and process metrics stay.
   CHECK(e.value("walhook_endpoint_attempts_total", "walhook_endpoint_attempts_total",
-                {{"endpoint", "1"}, {"outcome", "2xx"}}) == 6);
+                {{"endpoint", "1"}, {"sink", "http"}, {"outcome", "2xx"}}) == 6);
   CHECK(e.has_family("walhook_build_info"));
   CHECK(e.has_family("process_cpu_seconds_total"));
 }

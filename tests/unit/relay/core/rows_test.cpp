@@ -136,10 +136,10 @@ TEST_CASE("endpoint_from_row: an inserted row") {
   CHECK(e->secret == secret_a);
   CHECK(e->config_error.empty());
   REQUIRE(e->target);
-  CHECK(e->target->tls);
-  CHECK(e->target->host == "hooks.example.com");
-  CHECK(e->target->port == "443");
-  CHECK(e->target->target == "/in?x=1");
+  CHECK(e->target->http.tls);
+  CHECK(e->target->http.host == "hooks.example.com");
+  CHECK(e->target->http.port == "443");
+  CHECK(e->target->http.target == "/in?x=1");
   REQUIRE(e->keys.size() == 1);
   CHECK(e->keys[0].bytes.size() == 24);
   CHECK(e->max_concurrency == 6);
@@ -323,8 +323,8 @@ TEST_CASE("endpoint_from_row: fixing the URL or secret clears the config_error")
   REQUIRE(fixed.has_value());
   CHECK(fixed->config_error.empty());
   REQUIRE(fixed->target);
-  CHECK_FALSE(fixed->target->tls);
-  CHECK(fixed->target->port == "8080");
+  CHECK_FALSE(fixed->target->http.tls);
+  CHECK(fixed->target->http.port == "8080");
   CHECK(fixed->keys.size() == 1);
 }
 
@@ -595,4 +595,46 @@ TEST_CASE("endpoint::exists_for: an event committed before the endpoint's creati
   e = endpoint_from_row(row_view(rel, older), nullptr);
   REQUIRE(e.has_value());
   CHECK(e->exists_for(999));  // created before migration 8: every event of its subscription
+}
+
+TEST_CASE("event_from_row: aggregate_type (migration 009); absent from an older Relation or NULL is none") {
+  const auto rel = make_relation("outbox", {"id", "tenant_id", "event_type", "payload", "aggregate_id", "aggregate_type"});
+  pgo::tuple with{text(event_id), text("t"), text("order.created"), text("{}"), text("7"), text("order")};
+  std::string why;
+  auto ev = event_from_row(row_view(rel, with), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK(why.empty());
+  CHECK(ev->aggregate_type == "order");
+  CHECK(ev->aggregate_id == "7");
+  pgo::tuple without{text(event_id), text("t"), text("order.created"), text("{}"), text("7"), null()};
+  ev = event_from_row(row_view(rel, without), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK_FALSE(ev->aggregate_type);
+  const auto old_rel = make_relation("outbox", {"id", "tenant_id", "event_type", "payload"});
+  pgo::tuple older{text(event_id), text("t"), text("order.created"), text("{}")};
+  ev = event_from_row(row_view(old_rel, older), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK_FALSE(ev->aggregate_type);
+}
+
+TEST_CASE("event_from_row: a row an outbox bridge could not map (rejected) ends dead with its reason, whatever else") {
+  const auto rel = make_relation("outbox", {"id", "tenant_id", "event_type", "payload", "created_at", "rejected"});
+  auto row = [&](std::string created_at, pgo::tuple_value rejected) {
+    return pgo::tuple{text(event_id), text("t"), text("order.paid"), text(R"({"source":"app.outbox","id":"42"})"),
+                      text(std::move(created_at)), std::move(rejected)};
+  };
+  std::string why;
+  auto fits = row("2026-12-02 10:00:00+00", null());
+  auto ev = event_from_row(row_view(rel, fits), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK(why.empty());
+  auto rejected = row("2026-12-02 10:00:00+00", text("app.outbox row 42: the payload is not JSON (invalid input syntax)"));
+  ev = event_from_row(row_view(rel, rejected), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());  // never dropped: its deliveries are recorded dead
+  CHECK(why == "the outbox bridge could not map app.outbox row 42: the payload is not JSON (invalid input syntax)");
+  // Its reason wins over a created_at that cannot be rendered.
+  auto both = row("infinity", text("app.outbox row 43: the event type is NULL"));
+  ev = event_from_row(row_view(rel, both), walhook::lsn{}, why);
+  REQUIRE(ev.has_value());
+  CHECK(why == "the outbox bridge could not map app.outbox row 43: the event type is NULL");
 }
