@@ -167,28 +167,6 @@ void client_core::shutdown() {
 
 namespace {
 
-/// What a failed certificate verification (SSL_get_verify_result, not X509_V_OK) reports.
-error_code tls_verify_error(long verify_result) {
-  switch (verify_result) {
-    case X509_V_ERR_CERT_HAS_EXPIRED:
-      return err(transport_errc::tls_certificate_expired);
-    case X509_V_ERR_CERT_NOT_YET_VALID:
-      return err(transport_errc::tls_certificate_not_yet_valid);
-    case X509_V_ERR_HOSTNAME_MISMATCH:
-    case X509_V_ERR_IP_ADDRESS_MISMATCH:
-      return err(transport_errc::tls_hostname_mismatch);
-    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-    case X509_V_ERR_CERT_UNTRUSTED:
-      return err(transport_errc::tls_unknown_ca);
-    default:
-      return {static_cast<int>(verify_result), tls_verify_category()};
-  }
-}
-
 void log_failure(std::string_view what, const http_target& target, const error_code& mapped, const error_code& raw) {
   log::debug(what, {{"host", target.host}, {"port", target.port}, {"error", mapped.message()},
                     {"cause", raw.message()}});

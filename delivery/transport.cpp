@@ -92,6 +92,27 @@ const boost::system::error_category& tls_verify_category() {
   return category;
 }
 
+boost::system::error_code tls_verify_error(long verify_result) {
+  switch (verify_result) {
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+      return make_error_code(transport_errc::tls_certificate_expired);
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+      return make_error_code(transport_errc::tls_certificate_not_yet_valid);
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+      return make_error_code(transport_errc::tls_hostname_mismatch);
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_CERT_UNTRUSTED:
+      return make_error_code(transport_errc::tls_unknown_ca);
+    default:
+      return {static_cast<int>(verify_result), tls_verify_category()};
+  }
+}
+
 bool is_tls_error(const boost::system::error_code& ec) {
   if (ec.category() == tls_verify_category()) return true;
   if (ec.category() != transport_category()) return false;

@@ -57,6 +57,10 @@ inline boost::system::error_code make_error_code(transport_errc e) { return {sta
 /// verification failure that no transport_errc names; the message is "TLS certificate
 /// verification failed: " + X509_verify_cert_error_string (e.g. "unsuitable certificate purpose").
 const boost::system::error_category& tls_verify_category();
+/// What a failed certificate verification (OpenSSL's X509_V_ERR_* from SSL_get_verify_result
+/// or a verify callback, not X509_V_OK) reports: a tls_certificate_* / tls_hostname_mismatch /
+/// tls_unknown_ca transport_errc, or a tls_verify_category() error. Shared by every TLS client.
+boost::system::error_code tls_verify_error(long verify_result);
 /// True for every TLS failure the transport reports: tls_failed, the tls_certificate_* /
 /// tls_hostname_mismatch / tls_unknown_ca values, and tls_verify_category() errors.
 bool is_tls_error(const boost::system::error_code& ec);

@@ -4,6 +4,7 @@
 // the components share (the database URL, the slot, the shard, the instance name, the reconnect
 // cap, the clock). Pure: no I/O; the engine calls these once, when it starts.
 
+#include "delivery/amqp_sink.hpp"
 #include "delivery/broker_sink.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/sink_router.hpp"

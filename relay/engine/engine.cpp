@@ -55,7 +55,7 @@ struct engine::impl {
         clock(*options.clock),
         store(ex, store_options_of(options)),
         http(ex, http_options_of(options)),
-        sinks(http, std::make_unique<delivery::nats_sink>(ex, broker_options_of(options)), nullptr),
+        sinks(http, std::make_unique<delivery::nats_sink>(ex, broker_options_of(options)), std::make_unique<delivery::amqp_sink>(ex, broker_options_of(options))),
         stream(ex, stream_options_of(options)),
         lead(ex, {options.database_url, options.slot, options.instance_name}),
         recent(options.recent_outcomes),
