@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   choices.push_back("transient");
   run->add_option("scenario", scenario,
                   "steady | max | fanout | noisy-neighbour | recovery | custom | catchup | crash-hung | pg-restart | "
-                  "endpoint-scale | shards | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
+                  "endpoint-scale | shards | nats | amqp | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
       ->required()
       ->check(CLI::IsMember(choices));
   run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
@@ -203,6 +203,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--shard-backlog-connections", so.shard_backlog_connections, "shards backlog: generator connections")
       ->capture_default_str();
+  run->add_option("--broker-max-concurrency", so.broker_max_concurrency,
+                  "nats, amqp: every endpoint's max_concurrency (unconfirmed publishes in flight; walhook's --max-in-flight "
+                  "is 256 for all 8 endpoints)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  run->add_flag("--broker-ladder,!--no-broker-ladder", so.broker_ladder, "nats, amqp: also climb the max ladder")->capture_default_str();
   run->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   try {

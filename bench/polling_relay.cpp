@@ -3,7 +3,10 @@
 #include "bench/proc_stats.hpp"
 #include "common/pg_connection.hpp"
 #include "common/time.hpp"
+#include "delivery/destination.hpp"
 #include "delivery/job.hpp"
+#include "delivery/nats_sink.hpp"
+#include "delivery/sink_router.hpp"
 #include "delivery/signing.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "sql/session.hpp"
@@ -146,7 +149,7 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
   struct endpoint {
     std::int64_t id = 0;
     std::string pool_key;
-    delivery::http_target target;
+    delivery::destination dest;  ///< from its URL: HTTP or a broker
     std::vector<delivery::signing_key> keys;
     int max_concurrency = 4;
     delivery::breaker_state breaker;
@@ -157,11 +160,15 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
   };
 
   explicit impl(polling_options o)
-      : options(std::move(o)), http(ioc.get_executor(), options.http), stop_timer(ioc.get_executor()), rng(std::random_device{}()) {}
+      : options(std::move(o)), http(ioc.get_executor(), options.http),
+        sinks(std::make_unique<delivery::sink_router>(
+            http, std::make_unique<delivery::nats_sink>(ioc.get_executor(), options.broker), nullptr)),
+        stop_timer(ioc.get_executor()), rng(std::random_device{}()) {}
 
   polling_options options;
   asio::io_context ioc{1};
   delivery::http_client http;
+  std::unique_ptr<delivery::sink_router> sinks;  ///< HTTP and the brokers, as in walhook's engine
   asio::steady_timer stop_timer;
   std::mt19937_64 rng;
   std::vector<endpoint> endpoints;
@@ -211,13 +218,13 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
     }
     // Batches in flight get the HTTP deadline to finish, then the client is shut down.
     stop_timer.expires_after(options.http.total_deadline + 1s);
-    stop_timer.async_wait([self = shared_from_this()](boost::system::error_code) { self->http.shutdown(); });
+    stop_timer.async_wait([self = shared_from_this()](boost::system::error_code) { self->sinks->shutdown(); });
   }
 
   void worker_done() {
     if (--running == 0) {
       stop_timer.cancel();
-      http.shutdown();
+      sinks->shutdown();
       if (listen_socket) {
         boost::system::error_code ignored;
         listen_socket->cancel(ignored);
@@ -245,6 +252,77 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
     }
   }
 
+  /// One reserved row of a batch, from its reservation to its outcome.
+  struct batch_row {
+    std::string row_id;
+    delivery::event ev;
+    int attempts = 0;
+    std::string created_text;
+    bool skipped = false;                        ///< paused by the breaker or shutting down: back to pending
+    std::optional<delivery::post_result> result; ///< the attempt's answer
+    delivery::broker_message message;            ///< broker endpoints: what was published (lives until confirmed)
+  };
+
+  /// Signs as walhook does (Standard Webhooks) at send time.
+  std::vector<std::pair<std::string, std::string>> signed_headers(const endpoint& ep, const delivery::event& ev,
+                                                                  const std::string& body) {
+    auto ts = unix_seconds(system_now());
+    return {{"webhook-id", ev.id},
+            {"webhook-timestamp", std::to_string(ts)},
+            {"webhook-signature", delivery::signature_header(ep.keys, ev.id, ts, body)}};
+  }
+
+  /// HTTP: one POST.
+  asio::awaitable<void> post_one(endpoint& ep, batch_row& row) {
+    delivery::http_request req;
+    req.body = row.ev.body;
+    req.headers = signed_headers(ep, row.ev, req.body);
+    ++counters.attempts;
+    row.result = co_await sinks->async_post(ep.pool_key, ep.dest.http, req);
+  }
+
+  /// A broker: every row of the batch published at once (pipelined), then every confirmation
+  /// awaited; the batch is as slow as its slowest confirmation, bounded by the deadline.
+  asio::awaitable<void> publish_all(endpoint& ep, std::vector<batch_row>& rows) {
+    struct join_state {
+      explicit join_state(asio::any_io_executor ex) : done(std::move(ex)) {}
+      std::size_t left = 0;
+      asio::steady_timer done;
+    };
+    auto join = std::make_shared<join_state>(ioc.get_executor());
+    join->done.expires_at(asio::steady_timer::time_point::max());
+    const bool paused = stopping || delivery::mode(ep.breaker, system_now()) == delivery::breaker_mode::paused;
+    for (auto& row : rows) {
+      if (paused) {
+        row.skipped = true;
+        continue;
+      }
+      auto subject = delivery::render_template(ep.dest.broker.subject, {row.ev.type, row.ev.tenant_id, std::nullopt, std::nullopt},
+                                               ep.dest.kind == delivery::sink_kind::nats);
+      if (!subject) {
+        row.result = delivery::transport_error(delivery::transport_errc::bad_message, subject.error().message);
+        continue;
+      }
+      row.message.subject = std::move(*subject);
+      row.message.message_id = row.ev.id;
+      row.message.body = row.ev.body;
+      row.message.headers = signed_headers(ep, row.ev, row.message.body);
+      row.message.headers.emplace_back("walhook-event-type", row.ev.type);
+      row.message.headers.emplace_back("walhook-tenant-id", row.ev.tenant_id);
+      ++counters.attempts;
+      ++join->left;
+      asio::co_spawn(ioc, sinks->async_publish(ep.pool_key, ep.dest.broker, row.message, options.http.total_deadline),
+                     [join, &row](std::exception_ptr e, delivery::post_result r) {
+                       row.result = e ? delivery::post_result(delivery::transport_error(delivery::transport_errc::protocol_error,
+                                                                                        "publish threw"))
+                                      : std::move(r);
+                       if (--join->left == 0) join->done.cancel();
+                     });
+    }
+    // Each publish ends by its deadline, so this wait is bounded; rows outlive it.
+    if (join->left > 0) co_await join->done.async_wait(tuple_awaitable);
+  }
+
   /// One reservation transaction on one endpoint: the rows handled (0: none or no free slot),
   /// or −1 if the connection failed.
   asio::awaitable<int> run_batch(pg::connection& conn, endpoint& ep) {
@@ -259,81 +337,40 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
       co_await conn.async_simple("ROLLBACK", 30s);
       co_return 0;
     }
-    const pg::query_result& rows = (*reserved)[1];
-    if (rows.rows() == 0) {
+    const pg::query_result& found = (*reserved)[1];
+    if (found.rows() == 0) {
       ++counters.busy_slots;
       auto done = co_await conn.async_simple("COMMIT", 30s);
       co_return done ? 0 : -1;
     }
     ++counters.batches;
+    std::vector<batch_row> rows(static_cast<std::size_t>(found.rows()));
+    for (int r = 0; r < found.rows(); ++r) {
+      auto& row = rows[static_cast<std::size_t>(r)];
+      row.row_id = std::string(found.value(r, 0));
+      row.ev.id = std::string(found.value(r, 1));
+      row.attempts = std::stoi(std::string(found.value(r, 2)));
+      row.ev.tenant_id = std::string(found.value(r, 3));
+      row.ev.type = std::string(found.value(r, 4));
+      row.created_text = std::string(found.value(r, 5));
+      row.ev.created_at = pg_timestamptz_to_iso8601(row.created_text).value_or(format_iso8601(system_now()));
+      row.ev.payload = std::string(found.value(r, 6));
+      row.ev.body = delivery::make_body(row.ev);
+    }
     array_literal ids, statuses, attempts_out, next_at, last_status;
-    for (int r = 0; r < rows.rows(); ++r) {
-      delivery::event ev;
-      std::string row_id(rows.value(r, 0));
-      ev.id = std::string(rows.value(r, 1));
-      int attempts = std::stoi(std::string(rows.value(r, 2)));
-      ev.tenant_id = std::string(rows.value(r, 3));
-      ev.type = std::string(rows.value(r, 4));
-      auto created_text = rows.value(r, 5);
-      ev.created_at = pg_timestamptz_to_iso8601(created_text).value_or(format_iso8601(system_now()));
-      ev.payload = std::string(rows.value(r, 6));
-      ev.body = delivery::make_body(ev);
-
-      ids.add(row_id);
-      auto now = system_now();
-      if (stopping || delivery::mode(ep.breaker, now) == delivery::breaker_mode::paused) {
-        // Paused by the breaker (or shutting down): back to pending, untouched.
-        statuses.add("pending");
-        attempts_out.add(std::to_string(attempts));
-        next_at.add(format_iso8601(ep.breaker.paused_until.value_or(now)));
-        last_status.add_null();
-        continue;
+    if (ep.dest.kind == delivery::sink_kind::http) {
+      // One POST after another; the breaker learns from each before the next is sent.
+      for (auto& row : rows) {
+        row.skipped = stopping || delivery::mode(ep.breaker, system_now()) == delivery::breaker_mode::paused;
+        if (!row.skipped) co_await post_one(ep, row);
+        ids.add(row.row_id);
+        outcome_of(ep, row, statuses, attempts_out, next_at, last_status);
       }
-      delivery::http_request req;
-      req.body = ev.body;
-      auto ts = unix_seconds(now);
-      req.headers.emplace_back("webhook-id", ev.id);
-      req.headers.emplace_back("webhook-timestamp", std::to_string(ts));
-      req.headers.emplace_back("webhook-signature", delivery::signature_header(ep.keys, ev.id, ts, req.body));
-      ++counters.attempts;
-      auto response = co_await http.async_post(ep.pool_key, ep.target, req);
-      now = system_now();
-      auto outcome = delivery::classify(response, now, options.retry);
-      ++attempts;
-      attempts_out.add(std::to_string(attempts));
-      if (outcome.status) last_status.add(std::to_string(outcome.status));
-      else last_status.add_null();
-      switch (outcome.kind) {
-        case delivery::verdict::delivered:
-          ++counters.delivered;
-          delivery::record_success(ep.breaker, now);
-          statuses.add("delivered");
-          next_at.add_null();
-          break;
-        case delivery::verdict::dead:
-        case delivery::verdict::gone:
-          ++counters.failed;
-          statuses.add("dead");
-          next_at.add_null();
-          break;
-        case delivery::verdict::retry: {
-          ++counters.failed;
-          auto created = parse_pg_timestamptz(created_text);
-          std::optional<system_clock::time_point> created_at;
-          if (created) created_at = std::chrono::time_point_cast<system_clock::duration>(*created);
-          auto decision = delivery::next_attempt(attempts, now, created_at, outcome.retry_after, options.retry, unit_random());
-          delivery::record_failure(ep.breaker, now, options.breaker);
-          if (decision.give_up) {
-            statuses.add("dead");
-            next_at.add_null();
-          } else {
-            auto at = decision.next_attempt_at;
-            if (ep.breaker.paused_until && *ep.breaker.paused_until > at) at = *ep.breaker.paused_until;
-            statuses.add("pending");
-            next_at.add(format_iso8601(at));
-          }
-          break;
-        }
+    } else {
+      co_await publish_all(ep, rows);
+      for (auto& row : rows) {
+        ids.add(row.row_id);
+        outcome_of(ep, row, statuses, attempts_out, next_at, last_status);
       }
     }
     std::vector<pg::statement> close;
@@ -346,7 +383,58 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
       if (!conn.is_open()) co_return -1;
       co_await conn.async_simple("ROLLBACK", 30s);
     }
-    co_return rows.rows();
+    co_return found.rows();
+  }
+
+  /// A row's outcome into the batch's UPDATE arrays: delivered, rescheduled (walhook's backoff,
+  /// Retry-After, give-up and breaker rules) or dead; skipped rows go back to pending untouched.
+  void outcome_of(endpoint& ep, batch_row& row, array_literal& statuses, array_literal& attempts_out,
+                  array_literal& next_at, array_literal& last_status) {
+    auto now = system_now();
+    if (row.skipped || !row.result) {
+      statuses.add("pending");
+      attempts_out.add(std::to_string(row.attempts));
+      next_at.add(format_iso8601(ep.breaker.paused_until.value_or(now)));
+      last_status.add_null();
+      return;
+    }
+    auto outcome = delivery::classify(*row.result, now, options.retry);
+    const int attempts = row.attempts + 1;
+    attempts_out.add(std::to_string(attempts));
+    if (outcome.status) last_status.add(std::to_string(outcome.status));
+    else last_status.add_null();
+    switch (outcome.kind) {
+      case delivery::verdict::delivered:
+        ++counters.delivered;
+        delivery::record_success(ep.breaker, now);
+        statuses.add("delivered");
+        next_at.add_null();
+        break;
+      case delivery::verdict::dead:
+      case delivery::verdict::gone:
+        ++counters.failed;
+        statuses.add("dead");
+        next_at.add_null();
+        break;
+      case delivery::verdict::retry: {
+        ++counters.failed;
+        auto created = parse_pg_timestamptz(row.created_text);
+        std::optional<system_clock::time_point> created_at;
+        if (created) created_at = std::chrono::time_point_cast<system_clock::duration>(*created);
+        auto decision = delivery::next_attempt(attempts, now, created_at, outcome.retry_after, options.retry, unit_random());
+        delivery::record_failure(ep.breaker, now, options.breaker);
+        if (decision.give_up) {
+          statuses.add("dead");
+          next_at.add_null();
+        } else {
+          auto at = decision.next_attempt_at;
+          if (ep.breaker.paused_until && *ep.breaker.paused_until > at) at = *ep.breaker.paused_until;
+          statuses.add("pending");
+          next_at.add(format_iso8601(at));
+        }
+        break;
+      }
+    }
   }
 
   asio::awaitable<void> worker(int w) {
@@ -428,9 +516,9 @@ void polling_relay::start() {
       impl::endpoint e;
       e.id = std::stoll(std::string(r.value(i, 0)));
       e.pool_key = std::to_string(e.id);
-      auto target = delivery::parse_url(r.value(i, 1));
-      if (!target) throw std::runtime_error("endpoint URL: " + std::string(r.value(i, 1)));
-      e.target = *target;
+      auto dest = delivery::parse_destination(r.value(i, 1));
+      if (!dest) throw std::runtime_error("endpoint URL: " + std::string(r.value(i, 1)) + ": " + dest.error().text());
+      e.dest = *dest;
       auto keys = delivery::parse_secrets(r.value(i, 2));
       if (keys) e.keys = *keys;
       e.max_concurrency = std::stoi(std::string(r.value(i, 3)));

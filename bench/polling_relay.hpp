@@ -16,11 +16,17 @@
 //    poll stays as a safety net, and a worker still polls once before going idle).
 //  * Same HTTP client (delivery::http_client), Standard Webhooks signing, body, retry/backoff
 //    and circuit-breaker rules (delivery/policy.hpp, delivery/breaker.hpp) as walhook.
+//  * Broker endpoints (nats://…, the bench's broker scenarios): the same claim loop, but the
+//    batch's rows are published at once through walhook's own broker sink (delivery::nats_sink
+//    behind delivery::sink_router: the same message, headers, signature and Nats-Msg-Id as
+//    walhook), every confirmation awaited together, then the batch is marked in one UPDATE —
+//    the pipelined relay a careful team would write, not one round trip per row.
 //
 // Runs its own io_context on one thread (like walhook); start() and stop() are called from the
 // bench's main thread.
 
 #include "delivery/breaker.hpp"
+#include "delivery/broker_sink.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/policy.hpp"
 
@@ -39,7 +45,8 @@ struct polling_options {
   int workers = 16;                             ///< worker connections (a shared pool, as in classic relays)
   int batch = 10;                               ///< rows reserved per endpoint and transaction
   std::chrono::milliseconds idle_interval{500}; ///< poll period when a worker found nothing
-  delivery::http_client_options http;
+  delivery::http_client_options http;  ///< total_deadline is also the broker confirmation deadline
+  delivery::broker_sink_options broker;
   delivery::retry_policy retry;
   delivery::breaker_policy breaker;
 };
@@ -49,7 +56,7 @@ struct polling_stats {
   std::uint64_t empty_polls = 0;    ///< polls after which the worker went idle
   std::uint64_t batches = 0;        ///< reservation transactions that got rows
   std::uint64_t busy_slots = 0;     ///< reservations that found every slot of the endpoint taken (or no row)
-  std::uint64_t attempts = 0;
+  std::uint64_t attempts = 0;       ///< HTTP requests and broker publishes
   std::uint64_t delivered = 0;
   std::uint64_t failed = 0;
   std::uint64_t notifications = 0;

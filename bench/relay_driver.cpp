@@ -245,6 +245,7 @@ class polling_driver final : public relay_driver {
     o.idle_interval = options_.poll_interval;
     o.http.total_deadline = options_.deadline;
     o.http.allow_private_networks = true;
+    o.broker.allow_private_networks = true;
     relay_ = std::make_unique<polling_relay>(o);
     relay_->start();
   }

@@ -1,5 +1,6 @@
 #include "bench/scenarios.hpp"
 
+#include "bench/brokers.hpp"
 #include "bench/endpoint_scale.hpp"
 #include "bench/scenario_support.hpp"
 #include "bench/shards.hpp"
@@ -66,10 +67,6 @@ void run_all(scenario_report& report, trial_runner& runner, const scenario_optio
       }
 }
 
-namespace {
-
-using std::chrono::milliseconds;
-
 workload base_workload(const scenario_options& o, double rate, int endpoints, int fanout) {
   workload w;
   w.variant = rate_label(rate);
@@ -81,6 +78,106 @@ workload base_workload(const scenario_options& o, double rate, int endpoints, in
   w.tenants = std::max(1, endpoints / std::max(1, fanout));
   return w;
 }
+
+workload ladder_workload(const scenario_options& o) {
+  workload w;
+  w.variant = fmt::format("ladder, {} rows/commit", o.max_rows_per_commit);
+  w.rows_per_commit = o.max_rows_per_commit;
+  w.payload_bytes = o.payload_bytes;
+  w.connections = o.connections;
+  w.endpoints = make_endpoints(8, 1, o.max_concurrency);
+  w.tenants = 8;
+  for (double rate : o.ladder) w.schedule.push_back({o.step, rate});
+  w.warmup = std::chrono::milliseconds(0);
+  w.drain = std::chrono::milliseconds(5000);
+  return w;
+}
+
+// The stopping rule, evaluated at each step's end. A step is sustained when
+//   * the application's commits kept to the schedule (≥ 90 % of the step's events), and
+//   * the relay kept up: the average backlog of the step's second half is no more than
+//     5 % of the step's events above the first half's (deliveries ≥ ~95 % of commits once the
+//     relay's own pipeline is full — a polling relay always holds ~interval/2 of backlog), and
+//     no more than 1 s of the rate behind.
+controller ladder_controller(const std::vector<double>& ladder, std::chrono::milliseconds step) {
+  struct state {
+    std::size_t step = 0;
+    std::int64_t committed_at_start = 0;
+    std::int64_t delivered_at_start = 0;
+    double half_sum[2] = {0, 0};
+    int half_n[2] = {0, 0};
+    double best = 0;
+    bool generator_bound = false;
+    std::vector<std::string> log;
+  };
+  auto st = std::make_shared<state>();
+  const double step_s = static_cast<double>(step.count()) / 1000.0;
+  return [st, step_s, ladder](trial_control& c) {
+    if (c.final) {
+      c.result.extra["max_sustained_events_per_s"] = st->best;
+      c.result.extra["generator_bound"] = st->generator_bound ? 1 : 0;
+      c.result.notes.push_back("ladder: " + fmt::format("{}", fmt::join(st->log, "; ")));
+      return;
+    }
+    if (st->step >= ladder.size()) return;
+    const std::int64_t committed = c.generator.committed_deliveries();
+    const std::int64_t delivered = c.receiver.answered_ok();
+    const std::int64_t backlog = committed - delivered;
+    const double step_start = step_s * static_cast<double>(st->step);
+    if (c.elapsed_s < step_start + step_s) {
+      int half = c.elapsed_s < step_start + step_s / 2 ? 0 : 1;
+      st->half_sum[half] += static_cast<double>(backlog);
+      ++st->half_n[half];
+      return;
+    }
+    const double rate = ladder[st->step];
+    const double committed_rate = static_cast<double>(committed - st->committed_at_start) / step_s;
+    const double delivered_rate = static_cast<double>(delivered - st->delivered_at_start) / step_s;
+    const double first = st->half_n[0] ? st->half_sum[0] / st->half_n[0] : 0;
+    const double second = st->half_n[1] ? st->half_sum[1] / st->half_n[1] : static_cast<double>(backlog);
+    const bool gen_ok = committed_rate >= 0.9 * rate;
+    const bool relay_ok = second - first <= 0.05 * rate * step_s && second <= rate;
+    st->log.push_back(fmt::format("{:.0f}/s: committed {:.0f}/s, delivered {:.0f}/s, mean backlog {:.0f} → {:.0f}{}", rate,
+                                  committed_rate, delivered_rate, first, second,
+                                  !relay_ok ? " (relay fell behind)"
+                                  : !gen_ok ? " (commits fell behind the schedule: database saturated)"
+                                            : ""));
+    if (gen_ok && relay_ok) st->best = rate;
+    if (!gen_ok && relay_ok) st->generator_bound = true;
+    if (!gen_ok || !relay_ok) c.stop = true;
+    st->committed_at_start = committed;
+    st->delivered_at_start = delivered;
+    st->half_sum[0] = st->half_sum[1] = 0;
+    st->half_n[0] = st->half_n[1] = 0;
+    ++st->step;
+  };
+}
+
+void latency_at_max(scenario_report& r, const std::string& variant, const std::vector<double>& ladder,
+                    std::chrono::milliseconds step) {
+  for (auto& t : r.trials) {
+    if (t.variant != variant) continue;
+    double best = t.extra["max_sustained_events_per_s"];
+    std::int64_t from = t.start_us, to = t.start_us;
+    for (double rate : ladder) {
+      to = from + step.count() * 1000;
+      if (rate == best) break;
+      from = to;
+    }
+    std::vector<double> lat;
+    for (const auto& ob : t.observations)
+      if (ob.scheduled_us >= from && ob.scheduled_us < to && ob.receipt_us >= 0)
+        lat.push_back(static_cast<double>(ob.receipt_us - ob.commit_us) / 1000.0);
+    auto s = summarize(lat);
+    t.extra["p50_at_max_ms"] = s.p50;
+    t.extra["p99_at_max_ms"] = s.p99;
+  }
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+
 
 
 // ------------------------------------------------------------------ steady, fanout, custom
@@ -160,95 +257,9 @@ scenario_report custom(trial_runner& runner, const scenario_options& o) {
 scenario_report max(trial_runner& runner, const scenario_options& o) {
   scenario_report r;
   r.scenario = "max";
-  workload w;
-  w.variant = fmt::format("ladder, {} rows/commit", o.max_rows_per_commit);
-  w.rows_per_commit = o.max_rows_per_commit;
-  w.payload_bytes = o.payload_bytes;
-  w.connections = o.connections;
-  w.endpoints = make_endpoints(8, 1, o.max_concurrency);
-  w.tenants = 8;
-  for (double rate : o.ladder) w.schedule.push_back({o.step, rate});
-  w.warmup = milliseconds(0);
-  w.drain = milliseconds(5000);
-  const double step_s = static_cast<double>(o.step.count()) / 1000.0;
-
-  // The stopping rule, evaluated at each step's end. A step is sustained when
-  //   * the application's commits kept to the schedule (≥ 90 % of the step's events), and
-  //   * the relay kept up: the average backlog of the step's second half is no more than
-  //     5 % of the step's events above the first half's (deliveries ≥ ~95 % of commits once the
-  //     relay's own pipeline is full — a polling relay always holds ~interval/2 of backlog), and
-  //     no more than 1 s of the rate behind.
-  auto make_control = [&](const workload&) -> controller {
-    struct state {
-      std::size_t step = 0;
-      std::int64_t committed_at_start = 0;
-      std::int64_t delivered_at_start = 0;
-      double half_sum[2] = {0, 0};
-      int half_n[2] = {0, 0};
-      double best = 0;
-      bool generator_bound = false;
-      std::vector<std::string> log;
-    };
-    auto st = std::make_shared<state>();
-    return [st, step_s, ladder = o.ladder](trial_control& c) {
-      if (c.final) {
-        c.result.extra["max_sustained_events_per_s"] = st->best;
-        c.result.extra["generator_bound"] = st->generator_bound ? 1 : 0;
-        c.result.notes.push_back("ladder: " + fmt::format("{}", fmt::join(st->log, "; ")));
-        return;
-      }
-      if (st->step >= ladder.size()) return;
-      const std::int64_t committed = c.generator.committed_deliveries();
-      const std::int64_t delivered = c.receiver.answered_ok();
-      const std::int64_t backlog = committed - delivered;
-      const double step_start = step_s * static_cast<double>(st->step);
-      if (c.elapsed_s < step_start + step_s) {
-        int half = c.elapsed_s < step_start + step_s / 2 ? 0 : 1;
-        st->half_sum[half] += static_cast<double>(backlog);
-        ++st->half_n[half];
-        return;
-      }
-      const double rate = ladder[st->step];
-      const double committed_rate = static_cast<double>(committed - st->committed_at_start) / step_s;
-      const double delivered_rate = static_cast<double>(delivered - st->delivered_at_start) / step_s;
-      const double first = st->half_n[0] ? st->half_sum[0] / st->half_n[0] : 0;
-      const double second = st->half_n[1] ? st->half_sum[1] / st->half_n[1] : static_cast<double>(backlog);
-      const bool gen_ok = committed_rate >= 0.9 * rate;
-      const bool relay_ok = second - first <= 0.05 * rate * step_s && second <= rate;
-      st->log.push_back(fmt::format("{:.0f}/s: committed {:.0f}/s, delivered {:.0f}/s, mean backlog {:.0f} → {:.0f}{}", rate,
-                                    committed_rate, delivered_rate, first, second,
-                                    !relay_ok ? " (relay fell behind)"
-                                    : !gen_ok ? " (commits fell behind the schedule: database saturated)"
-                                              : ""));
-      if (gen_ok && relay_ok) st->best = rate;
-      if (!gen_ok && relay_ok) st->generator_bound = true;
-      if (!gen_ok || !relay_ok) c.stop = true;
-      st->committed_at_start = committed;
-      st->delivered_at_start = delivered;
-      st->half_sum[0] = st->half_sum[1] = 0;
-      st->half_n[0] = st->half_n[1] = 0;
-      ++st->step;
-    };
-  };
-  run_all(r, runner, o, {w}, o.relays, make_control);
-
-  // The latency at the highest sustained step, from the observations.
-  for (auto& t : r.trials) {
-    double best = t.extra["max_sustained_events_per_s"];
-    std::int64_t from = t.start_us, to = t.start_us;
-    for (double rate : o.ladder) {
-      to = from + o.step.count() * 1000;
-      if (rate == best) break;
-      from = to;
-    }
-    std::vector<double> lat;
-    for (const auto& ob : t.observations)
-      if (ob.scheduled_us >= from && ob.scheduled_us < to && ob.receipt_us >= 0)
-        lat.push_back(static_cast<double>(ob.receipt_us - ob.commit_us) / 1000.0);
-    auto s = summarize(lat);
-    t.extra["p50_at_max_ms"] = s.p50;
-    t.extra["p99_at_max_ms"] = s.p99;
-  }
+  const workload w = ladder_workload(o);
+  run_all(r, runner, o, {w}, o.relays, [&](const workload&) { return ladder_controller(o.ladder, o.step); });
+  latency_at_max(r, w.variant, o.ladder, o.step);
   auto groups = group_trials(r);
   auto best = [&](const std::string& relay) {
     const auto* g = find_group(groups, w.variant, relay);
@@ -413,7 +424,7 @@ scenario_report recovery(trial_runner& runner, const scenario_options& o) {
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"steady",  "max",        "fanout",     "noisy-neighbour", "recovery",
                                               "custom",  "catchup",    "crash-hung", "pg-restart", "endpoint-scale",
-                                              "shards"};
+                                              "shards",  "nats",       "amqp"};
   return names;
 }
 
@@ -436,6 +447,8 @@ scenario_report run_scenario(const std::string& name, trial_runner& runner, cons
   if (name == "pg-restart") return pg_restart(runner, options);
   if (name == "endpoint-scale") return endpoint_scale(runner, options);
   if (name == "shards") return shards(runner, options);
+  if (name == "nats") return broker_scenario(runner, options, delivery::sink_kind::nats);
+  if (name == "amqp") return broker_scenario(runner, options, delivery::sink_kind::amqp);
   throw std::runtime_error("unknown scenario: " + name);
 }
 

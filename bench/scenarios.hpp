@@ -14,6 +14,9 @@
 //   pg-restart      PostgreSQL restart -m fast under load and idle
 // and endpoint-scale (bench/endpoint_scale.hpp, not part of a suite): 2,000 endpoints, 10 % of
 // them failing, slow or hung, 1,000 events/s for 60 s, against the same with all answering.
+// and the broker scenarios (bench/brokers.hpp, not part of a suite): nats (amqp to come) —
+// steady rates and the max ladder to JetStream, walhook against the polling relay publishing
+// to the same broker.
 // and shards (bench/shards.hpp, not part of a suite): 1, 2 and 4 walhooks on one database, one
 // per shard — latency at a steady rate, time to drain a backlog, and what each walsender costs.
 // Each builds workloads, runs them through the trial runner for every relay and run
@@ -105,6 +108,9 @@ struct scenario_options {
   int shard_backlog_rows_per_commit = 10;          ///< backlog: rows per transaction
   double shard_backlog_rate = 10000;               ///< backlog: events/s while it is committed
   int shard_backlog_connections = 8;               ///< backlog: generator connections
+  // nats, amqp (bench/brokers.hpp): the steady rates and the ladder, to a broker
+  int broker_max_concurrency = 32;  ///< endpoints' max_concurrency: unconfirmed publishes in flight
+  bool broker_ladder = true;        ///< also the max ladder
   /// --relay was given: endpoint-scale runs those relays (otherwise walhook only).
   bool relays_given = false;
 };

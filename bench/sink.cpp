@@ -1,5 +1,6 @@
 #include "bench/sink.hpp"
 
+#include "bench/nats_receiver.hpp"
 #include "bench/proc_stats.hpp"
 #include "delivery/signing.hpp"
 
@@ -10,7 +11,7 @@
 
 namespace walhook::bench {
 
-sink::sink()
+http_sink::http_sink()
     : ioc_(std::make_unique<boost::asio::io_context>(1)),
       receiver_(std::make_unique<relay::receiver>(ioc_->get_executor())) {
   receiver_->keep_bodies(false);
@@ -31,12 +32,12 @@ sink::sink()
   thread_handle_ = thread_.native_handle();
 }
 
-sink::~sink() {
+http_sink::~http_sink() {
   stop();
   receiver_.reset();
 }
 
-void sink::configure(const endpoint_spec& spec) {
+void http_sink::configure(const endpoint_spec& spec) {
   relay::receiver_behaviour b;
   b.status = spec.behaviour.status;
   b.delay = spec.behaviour.delay;
@@ -51,39 +52,48 @@ void sink::configure(const endpoint_spec& spec) {
   receiver_->set_behaviour(spec.path, std::move(b));
 }
 
-void sink::set_status(const std::string& path, unsigned status) {
+void http_sink::set_status(const std::string& path, unsigned status) {
   relay::receiver_behaviour b;
   {
     std::lock_guard lock(behaviours_mutex_);
     auto it = behaviours_.find(path);
-    if (it == behaviours_.end()) throw std::logic_error("sink::set_status: path not configured: " + path);
+    if (it == behaviours_.end()) throw std::logic_error("http_sink::set_status: path not configured: " + path);
     it->second.status = status;
     b = it->second;
   }
   receiver_->set_behaviour(path, std::move(b));
 }
 
-std::int64_t sink::answered_ok(const std::string& path) const {
+std::int64_t http_sink::answered_ok(const std::string& path) const {
   auto it = ok_by_path_.find(path);
   return it == ok_by_path_.end() ? 0 : it->second->load(std::memory_order_relaxed);
 }
 
-std::string sink::url(const std::string& path) const { return receiver_->url(path); }
+std::string http_sink::url(const std::string& path) const { return receiver_->url(path); }
 
-std::vector<relay::received_request> sink::requests() const { return receiver_->requests(); }
+std::vector<relay::received_request> http_sink::requests() const { return receiver_->requests(); }
 
-std::size_t sink::max_concurrent(const std::string& path) const { return receiver_->max_concurrent(path); }
+std::size_t http_sink::max_concurrent(const std::string& path) const { return receiver_->max_concurrent(path); }
 
-double sink::cpu_seconds() const {
+double http_sink::cpu_seconds() const {
   return stopped_ ? 0 : thread_cpu_seconds(thread_handle_);
 }
 
-void sink::stop() {
+void http_sink::stop() {
   if (stopped_) return;
   stopped_ = true;
   receiver_->stop();
   ioc_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+std::unique_ptr<sink> make_sink(delivery::sink_kind kind) {
+  switch (kind) {
+    case delivery::sink_kind::http: return std::make_unique<http_sink>();
+    case delivery::sink_kind::nats: return std::make_unique<nats_receiver>();
+    case delivery::sink_kind::amqp: break;
+  }
+  throw std::runtime_error("walhook-bench has no AMQP receiver yet");
 }
 
 }  // namespace walhook::bench

@@ -1,8 +1,13 @@
 #pragma once
-// The customers' side of a trial: relay::receiver (Beast, loopback) on its own io_context
-// thread, serving every endpoint of the workload by path with its behaviour, verifying
-// signatures, and counting 2xx answers live (for the backlog the max scenario watches).
+// The customers' side of a trial, behind one interface (sink) whatever the destination:
+//   http_sink    relay::receiver (Beast, loopback) on its own io_context thread, serving every
+//                endpoint of the workload by path with its behaviour, verifying signatures;
+//   nats_sink    a JetStream stream per endpoint on a nats-server of its own, read by a
+//                subscriber in the bench process (bench/nats_receiver.hpp).
+// Each records every receipt (event id, endpoint path, receipt time) and counts distinct
+// (event, endpoint) receipts live, for the backlog the sampler and the max scenario watch.
 
+#include "delivery/destination.hpp"
 #include "relay/demo/receiver.hpp"
 
 #include <atomic>
@@ -53,35 +58,75 @@ struct endpoint_spec {
   std::string secret;
 };
 
+/// Where the relays deliver and what arrived there. Every call but stop() is thread-safe
+/// unless it says otherwise; configure() is called for every endpoint before the relay starts.
 class sink {
  public:
-  sink();
-  ~sink();
-  sink(const sink&) = delete;
-  sink& operator=(const sink&) = delete;
+  virtual ~sink() = default;
+  /// The destination kind endpoints' URLs name (url()).
+  virtual delivery::sink_kind kind() const = 0;
+  /// Prepares the endpoint's destination (its path, behaviour and signing key; spec.secret
+  /// must be set). Call it for every path before the relay starts.
+  virtual void configure(const endpoint_spec& spec) = 0;
+  /// Changes the status a configured path answers from now on (HTTP only; a broker sink
+  /// throws std::logic_error).
+  virtual void set_status(const std::string& path, unsigned status) = 0;
+  /// The endpoint URL of a configured path (http://127.0.0.1:…/ep/0, nats://127.0.0.1:…/…).
+  virtual std::string url(const std::string& path) const = 0;
+  /// Distinct (event, path) pairs received with success so far — duplicates not counted
+  /// (lock-free).
+  virtual std::int64_t answered_ok() const = 0;
+  /// The same for one configured path (0 for others).
+  virtual std::int64_t answered_ok(const std::string& path) const = 0;
+  /// Successful receipts of an (event, path) already received.
+  virtual std::int64_t duplicates() const = 0;
+  virtual std::int64_t requests_seen() const = 0;
+  /// Every receipt so far (copy). A broker's receipts have status 200 and no signature check.
+  virtual std::vector<relay::received_request> requests() const = 0;
+  /// Peak concurrent requests of a path (HTTP; 0 for a broker, which has no such notion here).
+  virtual std::size_t max_concurrent(const std::string& path) const = 0;
+  /// CPU seconds of the sink's threads in the bench process (receiver, subscriber).
+  virtual double cpu_seconds() const = 0;
+  /// CPU seconds of the broker server process so far (nats-server); −1: none (HTTP).
+  virtual double broker_cpu_seconds() const { return -1; }
+  /// What the sink has to say for the report (broker: messages stored, PubAck duplicates), "".
+  virtual std::string notes() const { return {}; }
+  /// Stops receiving (idempotent); requests() stays readable.
+  virtual void stop() = 0;
+};
+
+/// The HTTP receiver: relay::receiver on its own thread.
+class http_sink final : public sink {
+ public:
+  http_sink();
+  ~http_sink() override;
+  http_sink(const http_sink&) = delete;
+  http_sink& operator=(const http_sink&) = delete;
+
+  delivery::sink_kind kind() const override { return delivery::sink_kind::http; }
 
   /// Configures the path's behaviour and its signing key (spec.secret must be set). Call it for
   /// every path before the relay starts (the per-path counters are created here).
-  void configure(const endpoint_spec& spec);
+  void configure(const endpoint_spec& spec) override;
   /// Changes the status a configured path answers from now on (its other behaviour and keys
   /// stay), e.g. 503 → 200 when a down endpoint comes back. Thread-safe.
-  void set_status(const std::string& path, unsigned status);
-  std::string url(const std::string& path) const;
+  void set_status(const std::string& path, unsigned status) override;
+  std::string url(const std::string& path) const override;
 
   /// Distinct (event, path) pairs answered with a 2xx so far — duplicates not counted
   /// (thread-safe, lock-free).
-  std::int64_t answered_ok() const { return ok_.load(); }
+  std::int64_t answered_ok() const override { return ok_.load(); }
   /// The same for one configured path (0 for others).
-  std::int64_t answered_ok(const std::string& path) const;
+  std::int64_t answered_ok(const std::string& path) const override;
   /// 2xx answers to an (event, path) that had already been answered with a 2xx.
-  std::int64_t duplicates() const { return duplicates_.load(); }
-  std::int64_t requests_seen() const { return seen_.load(); }
+  std::int64_t duplicates() const override { return duplicates_.load(); }
+  std::int64_t requests_seen() const override { return seen_.load(); }
   /// Every request so far (copy).
-  std::vector<relay::received_request> requests() const;
-  std::size_t max_concurrent(const std::string& path) const;
+  std::vector<relay::received_request> requests() const override;
+  std::size_t max_concurrent(const std::string& path) const override;
   /// CPU seconds of the receiver's thread.
-  double cpu_seconds() const;
-  void stop();
+  double cpu_seconds() const override;
+  void stop() override;
 
  private:
   std::unique_ptr<boost::asio::io_context> ioc_;
@@ -99,5 +144,10 @@ class sink {
   std::atomic<std::int64_t> seen_{0};
   bool stopped_ = false;
 };
+
+/// The sink for `kind`: http_sink, or a broker's (nats; amqp is not there yet: throws
+/// std::runtime_error).
+std::unique_ptr<sink> make_sink(delivery::sink_kind kind);
+
 
 }  // namespace walhook::bench

@@ -252,7 +252,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
 
   // Endpoints and the receiver.
   auto endpoints = w.endpoints;
-  auto snk = std::make_unique<sink>();
+  auto snk = make_sink(w.destination);
   const std::size_t n_tenants = static_cast<std::size_t>(std::max(1, w.tenants));
   const std::vector<std::string> event_types = w.event_types.empty() ? std::vector<std::string>{"order.created"} : w.event_types;
   const std::size_t n_types = event_types.size();
@@ -317,6 +317,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   const double relay0 = driver->cpu_seconds();
   const double pg0 = pg_local ? cluster_.postgres_cpu_seconds() : 0;
   const double recv0 = snk->cpu_seconds();
+  const double broker0 = snk->broker_cpu_seconds();
   const double self0 = process_cpu_seconds(::getpid());
   const double walhook_proc0 = kind == relay_kind::walhook ? relay0 : 0;
   const double machine0 = machine_busy_seconds();
@@ -373,7 +374,10 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
   res.cpu_generator = gen.cpu_seconds();
   const double self = process_cpu_seconds(::getpid()) - self0;
   const double walhook_proc = kind == relay_kind::walhook ? driver->cpu_seconds() - walhook_proc0 : 0;
-  res.cpu_machine_other = (machine_busy_seconds() - machine0) - self - walhook_proc - std::max(0.0, res.cpu_postgres);
+  const double broker_cpu = broker0 >= 0 ? snk->broker_cpu_seconds() - broker0 : 0;
+  if (broker0 >= 0) res.extra["cpu_broker_s"] = broker_cpu;
+  res.cpu_machine_other =
+      (machine_busy_seconds() - machine0) - self - walhook_proc - std::max(0.0, res.cpu_postgres) - broker_cpu;
   res.rss_relay_kib = driver->peak_rss_kib();
   res.rss_bench_kib = peak_rss_kib(::getpid());
   samp.stop();
@@ -439,6 +443,7 @@ trial_result trial_runner::run(const std::string& scenario, const workload& w, r
 
   // Join commits with receipts.
   const auto requests = snk->requests();
+  if (auto n = snk->notes(); !n.empty()) res.notes.push_back(n);
   snk->stop();
   std::unordered_map<std::string, std::uint32_t> endpoint_of;
   for (std::uint32_t i = 0; i < endpoints.size(); ++i) endpoint_of[endpoints[i].path] = i;

@@ -42,6 +42,9 @@ struct workload {
   /// walhook only: this many walhook processes, one per shard (driver_options::shards); 1: one
   /// unsharded walhook.
   int shards = 1;
+  /// Where endpoints deliver: the HTTP receiver, or a broker (make_sink): endpoints' URLs are
+  /// the sink's, and the polling relays publish there too.
+  delivery::sink_kind destination = delivery::sink_kind::http;
 };
 
 /// Settings that hold for every trial of a bench run.
