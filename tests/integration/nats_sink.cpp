@@ -349,3 +349,30 @@ TEST_CASE("a Debezium-style outbox table, bridged, routed to JetStream by aggreg
   CHECK(stored.size() == 20);
   CHECK(walhook.stop() == 0);
 }
+
+TEST_CASE("ordering = 'aggregate' holds over JetStream: each aggregate's events are stored in commit order") {
+  test::nats_server nats;
+  nats.create_stream("EVENTS", {"events.>"});
+  test::scenario s("nats_order");
+  test::add_endpoint(s.db, "t1", endpoint_url(nats, "events.{event_type}"), delivery::generate_secret(), {}, 16,
+                     "aggregate");
+  auto walhook = s.start_walhook({"--operator-tenant", ""});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  publish_n(s.db, 400, "t1");  // 7 aggregates, interleaved, one transaction each
+  std::map<std::string, long long> seq_of;  // event id → outbox seq
+  auto rows = s.db.exec("SELECT id, seq FROM walhook.outbox");
+  for (int r = 0; r < rows.rows(); ++r) seq_of[std::string(rows.value(r, 0))] = std::stoll(std::string(rows.value(r, 1)));
+  std::vector<test::nats_server::stored_message> stored;
+  REQUIRE(test::eventually([&] { return (stored = nats.read_stream("EVENTS")).size() >= 400; }, 60s, 500ms));
+  std::map<std::string, long long> last;  // aggregate → seq of its last stored event
+  int out_of_order = 0;
+  for (const auto& m : stored) {
+    const auto agg = header(m, "walhook-aggregate-id");
+    const auto seq = seq_of.at(m.msg_id);
+    if (last.contains(agg) && last[agg] > seq) ++out_of_order;
+    last[agg] = seq;
+  }
+  CHECK(last.size() == 7);
+  CHECK(out_of_order == 0);
+  CHECK(walhook.stop() == 0);
+}
