@@ -148,6 +148,9 @@ DECLARE
   payload_code text;
   created_code text;
   body text;
+  typ oid;           -- the column's own type (a domain, or the base type)
+  builtin boolean;   -- its base type is one of PostgreSQL's own (pg_catalog)
+  guard text := 'true';  -- at run time: every mapped column still has the type it had here
 BEGIN
   IF rel IS NULL THEN
     RAISE EXCEPTION 'table % does not exist (give it as SCHEMA.TABLE)', source USING ERRCODE = 'invalid_parameter_value';
@@ -170,7 +173,10 @@ BEGIN
       RAISE EXCEPTION 'unknown mapping "%": the mappings are %', key, array_to_string(known, ', ')
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT coalesce(bt.typname, ty.typname) INTO t
+    t := NULL;
+    SELECT coalesce(bt.typname, ty.typname), a.atttypid,
+           coalesce(bt.typnamespace, ty.typnamespace) = 'pg_catalog'::regnamespace
+      INTO t, typ, builtin
       FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
       LEFT JOIN pg_type bt ON bt.oid = nullif(ty.typbasetype, 0)  -- a domain: its base type
      WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
@@ -178,6 +184,16 @@ BEGIN
       RAISE EXCEPTION 'column "%" (mapped to %) does not exist in %; its columns: %', col, key, qualified, listing
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The bridge runs as its owner (SECURITY DEFINER) and converts the mapped columns: a type of
+    -- the table owner's own (or one named like a built-in in another schema) would run the
+    -- owner's cast functions with the bridge's rights. Only PostgreSQL's own types are taken,
+    -- and the generated function checks each column's type again on every row (`guard`):
+    -- a column altered to another type afterwards makes rejected rows, never a cast.
+    IF NOT builtin THEN
+      RAISE EXCEPTION 'column "%" (mapped to %) is of type %, not one of PostgreSQL''s own: the bridge converts only built-in types',
+        col, key, format_type(typ, NULL) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    guard := guard || format(' AND pg_typeof(NEW.%I)::oid = %s', col, typ);
     types := types || jsonb_build_object(key, t);
     expr := expr || jsonb_build_object(key, format('NEW.%I', col));
   END LOOP;
@@ -243,14 +259,28 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $brid
 DECLARE
   v_raw_id text;
   v_id uuid;
-  v_tenant text := %3$s;
-  v_type text := %4$s;
+  v_tenant text;
+  v_type text;
   v_payload jsonb;
-  v_aggregate text := %5$s;
-  v_aggregate_type text := %6$s;
-  v_merge_key text := %7$s;
+  v_aggregate text;
+  v_aggregate_type text;
+  v_merge_key text;
   v_why text;
 BEGIN
+  -- Nothing of the row is converted unless every mapped column has the type it had when the
+  -- bridge was made (a type changed since could bring its owner's casts into this function).
+  IF NOT (%12$s) THEN
+    INSERT INTO walhook.outbox AS o (tenant_id, event_type, payload, rejected)
+    VALUES ('(none)', '(none)', jsonb_build_object('source', %11$L),
+            format('%%s: a mapped column''s type changed since the bridge was made; the row was not read '
+                   '(run walhook migrate --outbox-table again)', %11$L));
+    RETURN NULL;
+  END IF;
+  v_tenant := %3$s;
+  v_type := %4$s;
+  v_aggregate := %5$s;
+  v_aggregate_type := %6$s;
+  v_merge_key := %7$s;
   %8$s
   %9$s
   v_why := coalesce(v_why, walhook.outbox_bridge_fault(v_id, v_tenant, v_type, v_payload, v_aggregate, v_aggregate_type,
@@ -284,7 +314,7 @@ $gen$,
     coalesce(expr->>'aggregate' || '::text', 'NULL'),
     coalesce(expr->>'aggregate_type' || '::text', 'NULL'),
     coalesce(expr->>'merge_key' || '::text', 'NULL'),
-    id_code, payload_code, created_code, qualified);
+    id_code, payload_code, created_code, qualified, guard);
   EXECUTE body;
   INSERT INTO walhook.outbox_bridges AS b (source, function_name, columns, tenant)
   VALUES (qualified, fn, bridge_outbox_table.columns, bridge_outbox_table.tenant)

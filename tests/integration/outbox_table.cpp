@@ -380,3 +380,34 @@ TEST_CASE("what the application's role can do with a bridge: insert its rows, an
   CHECK(test::run_walhook(remove, out) == 0);
   CHECK(test::query_value(super, "SELECT count(*) FROM walhook.outbox_bridges") == "0");
 }
+
+TEST_CASE("the table's owner cannot make the bridge run its own casts: built-in types only, checked on every row") {
+  // The review's attack: the bridge is SECURITY DEFINER and converts the mapped columns; a type
+  // of the table owner's own, with a cast function of theirs, would run with the bridge's rights.
+  setup s("ot_casts");
+  s.db.exec("CREATE TABLE app.pwned (who text)");
+  s.db.exec("CREATE TYPE app.evil AS (t text)");
+  s.db.exec("CREATE FUNCTION app.evil_to_text(app.evil) RETURNS text LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO app.pwned VALUES (current_user); RETURN ($1).t; END $$");
+  s.db.exec("CREATE CAST (app.evil AS text) WITH FUNCTION app.evil_to_text(app.evil)");
+  // A type named like a built-in one, in another schema, is not taken either.
+  s.db.exec("CREATE TYPE app.jsonb AS (t text)");
+  s.db.exec("CREATE TABLE app.sneaky (id uuid, aggregatetype text, aggregateid text, type app.evil, payload jsonb)");
+  std::string out;
+  CHECK(s.bridge({"--outbox-table", "app.sneaky", "--preset", "debezium", "--tenant", "acme"}, out) != 0);
+  CHECK(out.find("not one of PostgreSQL's own") != std::string::npos);
+  s.db.exec("CREATE TABLE app.sneaky2 (id uuid, aggregatetype text, aggregateid text, type text, payload app.jsonb)");
+  CHECK(s.bridge({"--outbox-table", "app.sneaky2", "--preset", "debezium", "--tenant", "acme"}, out) != 0);
+  CHECK(out.find("not one of PostgreSQL's own") != std::string::npos);
+
+  // Bridged while the types were built-in, then altered: every row is rejected unread.
+  s.db.exec("CREATE TABLE app.outbox (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb)");
+  s.require_bridge({"--outbox-table", "app.outbox", "--preset", "debezium", "--tenant", "acme"});
+  s.db.exec("ALTER TABLE app.outbox ALTER COLUMN type TYPE app.evil USING row(type)::app.evil");
+  s.db.exec("INSERT INTO app.outbox VALUES (gen_random_uuid(), 'a', '1', row('order.paid')::app.evil, '{}')");
+  CHECK(s.value("SELECT count(*) FROM app.pwned") == "0");
+  CHECK(s.value("SELECT rejected FROM walhook.outbox").find("type changed since the bridge was made") != std::string::npos);
+  // Bridged again, the altered type is refused at once.
+  CHECK(s.bridge({"--outbox-table", "app.outbox", "--preset", "debezium", "--tenant", "acme"}, out) != 0);
+  CHECK(s.value("SELECT count(*) FROM app.pwned") == "0");
+}
