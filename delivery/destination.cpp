@@ -36,6 +36,14 @@ std::string escape_braces(std::string_view url) {
   return out;
 }
 
+/// The bytes of a checked template with each placeholder counted as one.
+std::size_t fixed_length(std::string_view tmpl) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < tmpl.size(); ++i, ++n)
+    if (tmpl[i] == '{') i = tmpl.find('}', i);
+  return n;
+}
+
 /// Host, port and credentials of a broker URL.
 boost::system::result<void, transport_error> split_authority(const boost::urls::url_view& u, broker_target& t,
                                                             std::string_view default_port) {
@@ -87,6 +95,9 @@ boost::system::result<destination, transport_error> parse_nats(const boost::urls
       probe += path[i];
     }
   }
+  if (probe.size() > 255)
+    return invalid(fmt::format("the subject is {} bytes before its placeholders are filled; at most 255 are allowed",
+                               probe.size()));
   if (!is_valid_subject(probe))
     return invalid(fmt::format("'{}' is not a NATS subject walhook can publish to: '.'-separated tokens, no spaces, "
                                "no wildcards ('*', '>')", path));
@@ -124,6 +135,8 @@ boost::system::result<destination, transport_error> parse_amqp(const boost::urls
   if (!has_key) return invalid("routing_key= is missing (e.g. ?exchange=walhook&routing_key={event_type})");
   if (d.broker.exchange.size() > 255) return invalid("the exchange name is over 255 bytes");
   if (auto c = check_template(d.broker.subject); !c) return invalid("routing_key: " + c.error());
+  if (fixed_length(d.broker.subject) > 255)
+    return invalid("the routing key is over 255 bytes before its placeholders are filled (AMQP's limit)");
   return d;
 }
 

@@ -9,6 +9,8 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -182,6 +184,14 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
   std::unordered_map<std::string, slot> slots;
   std::shared_ptr<std::atomic<std::uint64_t>> duplicates = std::make_shared<std::atomic<std::uint64_t>>(0);
   bool stopped = false;
+  /// Connections left after a URL change or forget(): closed once their publishes had the time
+  /// to be confirmed (drain_grace), so an operator's change is not a failure streak.
+  std::vector<std::shared_ptr<link>> draining;
+  static constexpr std::chrono::seconds drain_grace{10};
+  /// Threads opening a connection (one per endpoint at most): the destructor waits for them.
+  std::mutex connect_mutex;
+  std::condition_variable connect_done;
+  int connecting = 0;
 
   /// Closes `l` on a sink thread (natsConnection_Close flushes and may block) and keeps it in
   /// the graveyard; its unconfirmed publishes fail with broker_closed.
@@ -208,9 +218,29 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
     l->ex = ex;
     l->duplicates = duplicates;
     slots[key].connecting = true;
-    asio::post(pool, [self = shared_from_this(), key, t, timeout, l] {
+    {
+      std::lock_guard lock(connect_mutex);
+      ++connecting;
+    }
+    // A thread of its own: a server that never answers holds it until the deadline, and never
+    // another endpoint's connect (a shared pool would let a few dead servers starve the rest).
+    std::thread([self = shared_from_this(), key, t, timeout, l] {
       auto r = connect_blocking(*l, t, self->options, timeout);
       asio::post(self->ex, [self, key, t, l, r] { self->connected(key, t, l, r); });
+      std::lock_guard lock(self->connect_mutex);
+      --self->connecting;
+      self->connect_done.notify_all();
+    }).detach();
+  }
+
+  /// Stops new publishes on `l` now and closes it after drain_grace.
+  void retire_later(std::shared_ptr<link> l) {
+    if (!l) return;
+    draining.push_back(l);
+    auto timer = std::make_shared<asio::steady_timer>(ex, drain_grace);
+    timer->async_wait([self = shared_from_this(), l, timer](boost::system::error_code) {
+      std::erase(self->draining, l);
+      self->retire(l);
     });
   }
 
@@ -237,6 +267,10 @@ nats_sink::nats_sink(asio::any_io_executor ex, broker_sink_options options)
 
 nats_sink::~nats_sink() {
   shutdown();
+  {
+    std::unique_lock lock(impl_->connect_mutex);
+    impl_->connect_done.wait(lock, [this] { return impl_->connecting == 0; });
+  }
   impl_->pool.join();
 }
 
@@ -255,9 +289,8 @@ asio::awaitable<post_result> nats_sink::async_publish(const std::string& pool_ke
   if (self->stopped) co_return transport_error(transport_errc::cancelled);
 
   auto& s = self->slots[pool_key];
-  if (s.target != target) {  // a new endpoint, or its URL changed
-    self->retire(std::move(s.live));
-    s.live.reset();
+  if (s.target != target) {  // a new endpoint, or its URL changed: the old connection drains
+    self->retire_later(std::exchange(s.live, nullptr));
     s.target = target;
   }
   if (!s.live || s.live->closed) {
@@ -324,7 +357,7 @@ void nats_sink::forget(const std::string& pool_key) {
   asio::post(impl_->ex, [self = impl_, pool_key] {
     auto it = self->slots.find(pool_key);
     if (it == self->slots.end()) return;
-    self->retire(std::move(it->second.live));
+    self->retire_later(std::exchange(it->second.live, nullptr));
     for (auto& w : it->second.waiting) w->complete(transport_error(transport_errc::cancelled));
     self->slots.erase(it);
   });
@@ -341,6 +374,10 @@ void nats_sink::cancel_all() {
     for (auto& w : s.waiting) w->complete(transport_error(transport_errc::cancelled));
     s.waiting.clear();
     if (impl_->stopped) impl_->retire(std::exchange(s.live, nullptr));
+  }
+  if (impl_->stopped) {
+    for (auto& l : impl_->draining) impl_->retire(l);
+    impl_->draining.clear();
   }
 }
 

@@ -24,6 +24,10 @@ namespace walhook::relay::cli {
 
 namespace {
 
+constexpr const char* url_help =
+    "http(s):// URL that receives the POSTs, or a broker: nats://host:port/SUBJECT, "
+    "amqp://user:pass@host:port/VHOST?exchange=X&routing_key=K (docs/brokers.md)";
+
 /// "endpoint 3: resumed; 12 deliveries due now" (1 delivery) and the change's note.
 void print_change(const operations::change& c, std::string_view one = "delivery due now",
                   std::string_view many = "deliveries due now") {
@@ -119,7 +123,7 @@ command add_add(CLI::App* endpoint) {
   c->add_flag("--operator", a->operator_endpoint,
               "An endpoint of the operator tenant (walhook-operator, or --tenant NAME as walhook run "
               "--operator-tenant names it): it receives walhook's notifications about every tenant's endpoints");
-  c->add_option("--url", a->url, "http:// or https:// URL that receives the POSTs")->required();
+  c->add_option("--url", a->url, url_help)->required();
   add_secret_flags(c, a->secret, a->secret_file, "whsec_… signing secret (default: generated)");
   c->add_option("--max-concurrency", a->max_concurrency, "Attempts in flight to this endpoint at most")->capture_default_str();
   c->add_option("--event-types", a->event_types,
@@ -275,7 +279,7 @@ command add_update(CLI::App* endpoint) {
                                   "Change an endpoint's URL, event types, concurrency, description or contact endpoint "
                                   "(walhook run follows at once)",
                                   a->e);
-  a->o_url = c->add_option("--url", a->url, "http:// or https:// URL that receives the POSTs");
+  a->o_url = c->add_option("--url", a->url, url_help);
   a->o_types = c->add_option("--event-types", a->types,
                              "Only these event types: comma-separated, exact match of event_type (no wildcards); \"\" "
                              "for all")

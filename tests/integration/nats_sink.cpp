@@ -376,3 +376,43 @@ TEST_CASE("ordering = 'aggregate' holds over JetStream: each aggregate's events 
   CHECK(out_of_order == 0);
   CHECK(walhook.stop() == 0);
 }
+
+TEST_CASE("dead brokers do not hold up another endpoint's connect; a URL change is not a failure") {
+  test::nats_server a, b;
+  a.create_stream("EVENTS", {"events.>"});
+  b.create_stream("EVENTS", {"events.>"});
+  test::scenario s("nats_starve");
+  // Six endpoints of another tenant on addresses that never answer (or are unreachable).
+  for (int i = 1; i <= 6; ++i)
+    test::add_endpoint(s.db, "dead", fmt::format("nats://10.255.255.{}:4222/events.x", i), delivery::generate_secret());
+  const auto healthy = test::add_endpoint(s.db, "t1", endpoint_url(a, "events.{event_type}"), delivery::generate_secret());
+  auto walhook = s.start_walhook({"--operator-tenant", ""});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  publish_n(s.db, 6, "dead");  // their connects start, and hang
+  publish_n(s.db, 50, "t1");
+  // The healthy endpoint connects and gets its events while the others still try: no attempt failed.
+  CHECK(test::eventually([&] { return a.read_stream("EVENTS").size() == 50; }, 4s, 200ms));
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(healthy)}) == "0");
+
+  // The operator moves the endpoint to another server while events stream: nothing fails, nothing is lost.
+  test::publisher pub({.url = s.url, .tenants = {"t1"}, .rate_per_second = 200, .total = 600});
+  pub.start();
+  std::this_thread::sleep_for(1s);
+  s.db.exec("UPDATE walhook.endpoints SET url = $1 WHERE id = $2",
+            pg::params{endpoint_url(b, "events.{event_type}"), std::to_string(healthy)});
+  REQUIRE(pub.join(30s));
+  std::set<std::string> got;
+  const bool all = test::eventually(
+      [&] {
+        got.clear();
+        for (auto* server : {&a, &b})
+          for (const auto& m : server->read_stream("EVENTS")) got.insert(m.msg_id);
+        return got.size() >= 650;
+      },
+      30s, 500ms);
+  if (!all) MESSAGE(walhook.log_tail());
+  CHECK(got.size() == 650);
+  CHECK(b.read_stream("EVENTS").size() > 0);
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(healthy)}) == "0");
+  CHECK(walhook.stop() == 0);
+}

@@ -94,3 +94,13 @@ TEST_CASE("credentials in a broker URL are never shown") {
   CHECK(shown.find("topsecret") == std::string::npos);
   CHECK(redact_url("nats://tok3n@nats.example/events").find("tok3n") == std::string::npos);
 }
+
+TEST_CASE("subjects and routing keys over 255 bytes are refused when the endpoint is made, not at every event") {
+  const std::string long_name(300, 'a');
+  auto nats = parse_destination("nats://h/" + long_name);
+  REQUIRE_FALSE(nats.has_value());
+  CHECK(nats.error().detail().find("255") != std::string::npos);
+  CHECK_FALSE(parse_destination("amqp://h/?routing_key=" + long_name).has_value());
+  // Placeholders count as what they will hold, not as their names.
+  CHECK(parse_destination("nats://h/" + std::string(200, 'a') + ".{event_type}.{aggregate_type}").has_value());
+}
