@@ -1,11 +1,13 @@
 #pragma once
-// The broker scenarios (issue 20): `nats` (and, once walhook has its AMQP sink, `amqp`).
-// walhook publishing to JetStream against the classic polling relay publishing to the same
-// broker (bench/polling_relay.hpp, broker mode: the claim loop with the batch's publishes
-// pipelined and every confirmation awaited before the rows are marked). The broker runs on
-// this machine with a file-backed stream per endpoint; a subscriber in the bench process
-// records each stored message (bench/nats_receiver.hpp), so latency is commit → stored by
-// the broker, on the same clock and commit timestamps as the HTTP scenarios.
+// The broker scenarios (issue 20): `nats` and `amqp`.
+// walhook publishing to JetStream or RabbitMQ against the classic polling relay publishing to
+// the same broker (bench/polling_relay.hpp, broker mode: the claim loop with the batch's
+// publishes pipelined and every confirmation awaited before the rows are marked). The broker
+// runs on this machine: JetStream with a file-backed stream per endpoint, read by a
+// subscriber that sees each message once stored (bench/nats_receiver.hpp); RabbitMQ with a
+// durable queue per endpoint, read by a no-ack consumer that may see a message before the
+// publisher's confirm (bench/amqp_receiver.hpp). Latency is commit → read by that consumer, on
+// the same clock and commit timestamps as the HTTP scenarios.
 //
 // Workloads: the steady rates (1,000 and 5,000 events/s, 1 row per transaction, 8 endpoints,
 // one tenant each, `--warmup-s` + `--measure-s`) and the max scenario's ladder (10 rows per
@@ -19,7 +21,7 @@
 
 namespace walhook::bench {
 
-/// Runs the broker scenario of `kind` (nats; amqp: throws until bench/ has an AMQP receiver).
+/// Runs the broker scenario of `kind` (nats or amqp).
 scenario_report broker_scenario(trial_runner& runner, const scenario_options& options, delivery::sink_kind kind);
 
 }  // namespace walhook::bench

@@ -5,6 +5,7 @@
 #include "common/time.hpp"
 #include "delivery/destination.hpp"
 #include "delivery/job.hpp"
+#include "delivery/amqp_sink.hpp"
 #include "delivery/nats_sink.hpp"
 #include "delivery/sink_router.hpp"
 #include "delivery/signing.hpp"
@@ -162,7 +163,8 @@ struct polling_relay::impl : std::enable_shared_from_this<impl> {
   explicit impl(polling_options o)
       : options(std::move(o)), http(ioc.get_executor(), options.http),
         sinks(std::make_unique<delivery::sink_router>(
-            http, std::make_unique<delivery::nats_sink>(ioc.get_executor(), options.broker), nullptr)),
+            http, std::make_unique<delivery::nats_sink>(ioc.get_executor(), options.broker),
+            std::make_unique<delivery::amqp_sink>(ioc.get_executor(), options.broker))),
         stop_timer(ioc.get_executor()), rng(std::random_device{}()) {}
 
   polling_options options;

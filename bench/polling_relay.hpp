@@ -16,10 +16,10 @@
 //    poll stays as a safety net, and a worker still polls once before going idle).
 //  * Same HTTP client (delivery::http_client), Standard Webhooks signing, body, retry/backoff
 //    and circuit-breaker rules (delivery/policy.hpp, delivery/breaker.hpp) as walhook.
-//  * Broker endpoints (nats://…, the bench's broker scenarios): the same claim loop, but the
-//    batch's rows are published at once through walhook's own broker sink (delivery::nats_sink
-//    behind delivery::sink_router: the same message, headers, signature and Nats-Msg-Id as
-//    walhook), every confirmation awaited together, then the batch is marked in one UPDATE —
+//  * Broker endpoints (nats://…, amqp://…, the bench's broker scenarios): the same claim loop,
+//    but the batch's rows are published at once through walhook's own broker sinks
+//    (delivery::nats_sink, delivery::amqp_sink behind delivery::sink_router: the same message,
+//    headers, signature and message id as walhook), every confirmation awaited together, then the batch is marked in one UPDATE —
 //    the pipelined relay a careful team would write, not one round trip per row.
 //
 // Runs its own io_context on one thread (like walhook); start() and stop() are called from the

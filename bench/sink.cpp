@@ -1,5 +1,6 @@
 #include "bench/sink.hpp"
 
+#include "bench/amqp_receiver.hpp"
 #include "bench/nats_receiver.hpp"
 #include "bench/proc_stats.hpp"
 #include "delivery/signing.hpp"
@@ -91,9 +92,9 @@ std::unique_ptr<sink> make_sink(delivery::sink_kind kind) {
   switch (kind) {
     case delivery::sink_kind::http: return std::make_unique<http_sink>();
     case delivery::sink_kind::nats: return std::make_unique<nats_receiver>();
-    case delivery::sink_kind::amqp: break;
+    case delivery::sink_kind::amqp: return std::make_unique<amqp_receiver>();
   }
-  throw std::runtime_error("walhook-bench has no AMQP receiver yet");
+  throw std::logic_error("make_sink: unknown sink kind");
 }
 
 }  // namespace walhook::bench

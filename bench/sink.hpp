@@ -3,7 +3,9 @@
 //   http_sink    relay::receiver (Beast, loopback) on its own io_context thread, serving every
 //                endpoint of the workload by path with its behaviour, verifying signatures;
 //   nats_sink    a JetStream stream per endpoint on a nats-server of its own, read by a
-//                subscriber in the bench process (bench/nats_receiver.hpp).
+//                subscriber in the bench process (bench/nats_receiver.hpp);
+//   amqp_sink    a durable queue per endpoint on a rabbitmq-server of its own, read by a
+//                consumer in the bench process (bench/amqp_receiver.hpp).
 // Each records every receipt (event id, endpoint path, receipt time) and counts distinct
 // (event, endpoint) receipts live, for the backlog the sampler and the max scenario watch.
 
@@ -145,8 +147,8 @@ class http_sink final : public sink {
   bool stopped_ = false;
 };
 
-/// The sink for `kind`: http_sink, or a broker's (nats; amqp is not there yet: throws
-/// std::runtime_error).
+/// The sink for `kind`: http_sink, or a broker's (nats_receiver, amqp_receiver: each starts
+/// its own broker; throws std::runtime_error if it cannot).
 std::unique_ptr<sink> make_sink(delivery::sink_kind kind);
 
 
