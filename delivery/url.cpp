@@ -1,5 +1,6 @@
 #include "delivery/url.hpp"
 
+#include "delivery/destination.hpp"
 #include "delivery/transport.hpp"
 
 #include <boost/url/parse.hpp>
@@ -118,6 +119,26 @@ std::string redact_unparsed(std::string_view url) {
 }  // namespace
 
 std::string redact_url(std::string_view url) {
+  // A broker's subject, vhost, exchange and routing key are names, not secrets: shown, so an
+  // operator can tell where an endpoint publishes. Its credentials are hidden like any.
+  if (names_broker(url))
+    if (auto d = parse_destination(url)) {
+      const broker_target& b = d->broker;
+      std::string out = b.kind == sink_kind::nats ? (b.tls ? "nats+tls://" : "nats://") : (b.tls ? "amqps://" : "amqp://");
+      if (url.find('@') != std::string_view::npos) out += "***@";
+      append_shown(out, b.host.find(':') != std::string::npos ? "[" + b.host + "]" : b.host);
+      out += ":" + b.port + "/";
+      if (b.kind == sink_kind::nats) {
+        append_shown(out, b.subject);
+      } else {
+        append_shown(out, b.vhost == "/" ? "%2F" : b.vhost);
+        out += "?exchange=";
+        append_shown(out, b.exchange);
+        out += "&routing_key=";
+        append_shown(out, b.subject);
+      }
+      return bounded_url(std::move(out));
+    }
   const auto parsed = parse_url(url);
   if (!parsed) return bounded_url(redact_unparsed(url));
   const auto& t = *parsed;

@@ -104,3 +104,11 @@ TEST_CASE("subjects and routing keys over 255 bytes are refused when the endpoin
   // Placeholders count as what they will hold, not as their names.
   CHECK(parse_destination("nats://h/" + std::string(200, 'a') + ".{event_type}.{aggregate_type}").has_value());
 }
+
+TEST_CASE("a broker URL is shown with its subject, exchange and routing key, never its credentials") {
+  CHECK(redact_url("nats://tok3n@nats.example:4222/events.{event_type}") == "nats://***@nats.example:4222/events.{event_type}");
+  CHECK(redact_url("amqp://app:hunter2@rabbit.example/%2F?exchange=walhook&routing_key={event_type}") ==
+        "amqp://***@rabbit.example:5672/%2F?exchange=walhook&routing_key={event_type}");
+  // Unparsable broker URLs fall back to the conservative cut: nothing after the credentials' '@'.
+  CHECK(redact_url("nats://user:pw@h/a b").find("pw") == std::string::npos);
+}
