@@ -19,9 +19,8 @@ struct broker_sink_options {
   bool allow_private_networks = false;
   /// Extra trusted CA certificates (PEM) for nats+tls:// and amqps://, as for HTTPS (--ca-file).
   std::string extra_ca_pem;
-  /// Threads that close connections for the NATS sink (natsConnection_Close flushes). Opening
-  /// one runs on a thread of its own per endpoint, so an unreachable server holds that thread
-  /// until its deadline, never the engine's nor another endpoint's.
+  /// Threads that run the libraries' blocking calls (connect, login, close): a slow or
+  /// unreachable broker holds one of them until its deadline, never the engine's thread.
   int blocking_threads = 4;
   /// The most unconfirmed publishes one connection carries (a pipelined window); the
   /// endpoint's max_concurrency bounds it first.

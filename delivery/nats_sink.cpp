@@ -189,6 +189,7 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
   std::vector<std::shared_ptr<link>> draining;
   static constexpr std::chrono::seconds drain_grace{10};
   /// Threads opening a connection (one per endpoint at most): the destructor waits for them.
+  /// broker_sink_options::blocking_threads sizes `pool`, which only closes connections here.
   std::mutex connect_mutex;
   std::condition_variable connect_done;
   int connecting = 0;

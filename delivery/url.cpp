@@ -119,8 +119,10 @@ std::string redact_unparsed(std::string_view url) {
 }  // namespace
 
 std::string redact_url(std::string_view url) {
-  // A broker's subject, vhost, exchange and routing key are names, not secrets: shown, so an
-  // operator can tell where an endpoint publishes. Its credentials are hidden like any.
+  // A broker URL that parse_destination accepts is shown whole but for its credentials
+  // ("nats://***@host:4222/events.{event_type}", "amqp://***@host:5672/%2F?exchange=x&routing_key=k"):
+  // its subject, vhost, exchange and routing key are names, not secrets, and an operator must
+  // see where an endpoint publishes.
   if (names_broker(url))
     if (auto d = parse_destination(url)) {
       const broker_target& b = d->broker;

@@ -66,10 +66,7 @@ inline constexpr std::size_t max_error_text = 1024;
 /// its parts. Any other text (Boost.URL cannot parse it, or parse_url refuses it) is cut
 /// conservatively: everything between "scheme://" and the last '@' before the first '?' or
 /// '#' is userinfo, the first '/' after it starts the path, and everything from that '?' or
-/// '#' on is dropped. A secret in the host name itself is not recognised. A broker URL that
-/// parse_destination accepts is shown whole but for its credentials ("nats://***@host:4222/
-/// events.{event_type}", "amqp://***@host:5672/%2F?exchange=x&routing_key=k"): its subject,
-/// vhost, exchange and routing key are names, not secrets. Never fails; pure.
+/// '#' on is dropped. A secret in the host name itself is not recognised. Never fails; pure.
 std::string redact_url(std::string_view url);
 
 /// `text` cut to at most `max_bytes` bytes (ending in "..." when cut, never inside a UTF-8
