@@ -3,13 +3,14 @@
 // success only on the stream's PubAck. Built on nats.c (Debian libnats-dev); nothing of it is
 // visible here.
 //
-// One connection per pool key (walhook: per endpoint), opened on first use on a thread of the
-// sink's own (connect, TLS and the login block), never the engine's; closed and reopened after
-// the server drops it (the library's own reconnection is off, so a lost connection fails its
-// unconfirmed publishes at once instead of buffering them). Publishes are pipelined: every
-// attempt in flight is one unconfirmed publish (js_PublishMsgAsync), and nats.c's thread hands
-// each PubAck back to the engine's executor. The event id goes out as Nats-Msg-Id: within the
-// stream's duplicate window the server stores a redelivered event once.
+// One connection per server (host, port, credentials, TLS), shared by every endpoint that names
+// it; opened on first use on a thread of the sink's own (connect, TLS and the login block), never
+// the engine's; closed and reopened after the server drops it (the library's own reconnection is
+// off, so a lost connection fails its unconfirmed publishes at once instead of buffering them).
+// The connection's socket is watched by the engine's reactor (nats.c's external event loop):
+// publishes are pipelined, written in one batch per engine turn, and their PubAcks are read and
+// matched on the engine's thread — no thread hand-off per message. The event id goes out as
+// Nats-Msg-Id: within the stream's duplicate window the server stores a redelivered event once.
 
 #include "delivery/broker_sink.hpp"
 #include "delivery/destination.hpp"
@@ -42,7 +43,8 @@ class nats_sink final : public transport {
   boost::asio::awaitable<post_result> async_publish(const std::string& pool_key, const broker_target& target,
                                                     const broker_message& message,
                                                     std::chrono::milliseconds deadline) override;
-  /// Closes the connection of `pool_key` (its unconfirmed publishes fail with broker_closed).
+  /// `pool_key` no longer publishes; its server's connection closes after a grace for its
+  /// unconfirmed publishes once no other endpoint uses it.
   void forget(const std::string& pool_key) override;
   /// Fails every unconfirmed publish with cancelled; later calls fail the same way.
   void shutdown() override;
