@@ -25,7 +25,8 @@ namespace walhook::delivery {
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
 
-// How a publish travels:
+// How a publish travels (plain TCP; a nats+tls:// connection keeps nats.c's reader and flusher
+// threads, see connect_blocking):
 //   engine: natsConnection_PublishMsg appends HPUB (reply subject <inbox>.<seq>) to nats.c's
 //     buffer and asks for a write event; the engine's reactor finds the socket writable after
 //     the publishes queued in the same turn: one natsConnection_ProcessWriteEvent, one write(2)
@@ -73,6 +74,11 @@ struct link : std::enable_shared_from_this<link> {
   bool handed_over = false;  ///< the connect thread is done with nc
   bool dead = false;         ///< detached or retired: never call into nc again
   bool closed = false;       ///< no new publishes
+  bool retired = false;      ///< retire() ran: the connection is being (or was) closed
+  /// Set by the sink's destructor: nats.c's threads may still call back (a closed callback, a
+  /// late reply), but the engine's executor may be gone; they post nothing any more.
+  std::mutex post_mutex;
+  bool orphaned = false;  ///< under post_mutex
   bool want_read = false, want_write = false, reading = false, writing = false;
   std::optional<asio::posix::stream_descriptor> socket;  ///< a dup(2) of nats.c's socket
   std::uint64_t next_seq = 0;
@@ -91,7 +97,15 @@ struct link : std::enable_shared_from_this<link> {
     if (std::this_thread::get_id() == engine_thread)
       f();
     else
-      asio::post(ex, [self = shared_from_this(), f = std::move(f)]() mutable { f(); });
+      post_from_library(std::move(f));
+  }
+
+  /// From one of nats.c's threads: runs `f` on the engine, unless the sink is gone.
+  template <class F>
+  void post_from_library(F f) {
+    std::lock_guard lock(post_mutex);
+    if (orphaned) return;
+    asio::post(ex, [self = shared_from_this(), f = std::move(f)]() mutable { f(); });
   }
 
   /// Waits for what nats.c asked for (reading always, writing while its buffer holds data).
@@ -153,7 +167,7 @@ struct link : std::enable_shared_from_this<link> {
       wake = arrived.empty();
       arrived.emplace_back(seq, std::move(r));
     }
-    if (wake) asio::post(ex, [self = shared_from_this()] { self->take_replies(); });
+    if (wake) post_from_library([self = shared_from_this()] { self->take_replies(); });
   }
 
   /// On the engine: completes the attempts whose PubAcks arrived.
@@ -271,7 +285,7 @@ natsStatus ev_detach(void* user) {
 /// nats.c, on its callback thread: the connection closed.
 void on_closed(natsConnection*, void* closure) {
   auto* l = static_cast<link*>(closure);
-  asio::post(l->ex, [self = l->shared_from_this()] { self->lost(); });
+  l->post_from_library([self = l->shared_from_this()] { self->lost(); });
 }
 
 /// nats.c, on its delivery thread: a reply on the link's inbox.
@@ -308,8 +322,16 @@ boost::system::result<void, transport_error> connect_blocking(const std::shared_
     if (s == NATS_OK) s = natsOptions_SetTimeout(opts, std::max<std::int64_t>(timeout.count(), 1));
     if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, false);
     if (s == NATS_OK) s = natsOptions_SetClosedCB(opts, on_closed, l.get());
-    if (s == NATS_OK) s = natsOptions_SetEventLoop(opts, l.get(), ev_attach, ev_read, ev_write, ev_detach);
-    if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);  // no flusher thread: the engine writes
+    // Plain TCP on the engine's reactor. Not TLS: nats.c's TLS reads and writes wait for the
+    // socket in poll(2) with no deadline when OpenSSL wants more (comsock.c, natsSock_Read/Write),
+    // which would freeze the engine for as long as a stalled server does; a TLS connection keeps
+    // nats.c's own reader and flusher threads (and the PubAcks' hand-off, as below).
+    if (s == NATS_OK && !t.tls) s = natsOptions_SetEventLoop(opts, l.get(), ev_attach, ev_read, ev_write, ev_detach);
+    if (s == NATS_OK && !t.tls) s = natsOptions_SetSendAsap(opts, true);  // no flusher thread: the engine writes
+    // A server that stops reading (SIGSTOP, a hung host) is found within ~30 s: PING every 10 s,
+    // the connection closed after 3 unanswered (nats.c's defaults: 2 minutes, 2).
+    if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 10'000);
+    if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 3);
     if (s == NATS_OK) s = natsOptions_UseGlobalMessageDelivery(opts, true);  // one delivery thread for all
     if (s == NATS_OK && !t.user.empty())
       s = t.password.empty() ? natsOptions_SetToken(opts, t.user.c_str())
@@ -336,12 +358,15 @@ boost::system::result<void, transport_error> connect_blocking(const std::shared_
     }
     if (s == NATS_OK) s = natsSubscription_SetPendingLimits(l->replies, -1, -1);  // the window bounds it
     if (s == NATS_OK) return {};
-    last = connect_error(s, where);
+    // Connected but cannot subscribe (permissions): the server's answer, not the address's.
+    // The link is not reused for another address (its callbacks may still be on their way).
+    auto e = connect_error(s, where);
     natsSubscription_Destroy(l->replies);
     l->replies = nullptr;
     natsConnection_Close(l->nc);  // the engine never touched it (not handed over)
     natsConnection_Destroy(l->nc);
     l->nc = nullptr;
+    return e;
   }
   return last;
 }
@@ -361,7 +386,7 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
   struct server {
     broker_target target;
     std::shared_ptr<link> live;
-    bool connecting = false;
+    std::shared_ptr<link> connecting;                    ///< the connect under way, if any
     std::vector<std::shared_ptr<pending_call>> waiting;  ///< for the connection being opened
     std::unordered_set<std::string> users;               ///< pool keys (endpoints) on it
   };
@@ -371,7 +396,7 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
   asio::thread_pool pool;  ///< closes connections (natsConnection_Close may flush for 500 ms)
   std::unordered_map<std::string, server> servers;      ///< by server_key
   std::unordered_map<std::string, std::string> server_of;  ///< pool key → server_key
-  std::vector<std::shared_ptr<link>> opened;  ///< every link this sink connected (the destructor's)
+  std::vector<std::shared_ptr<link>> created;  ///< every link this sink made (the destructor frees them)
   std::thread::id engine_thread;
   bool engine_known = false;
   std::shared_ptr<std::atomic<std::uint64_t>> duplicates = std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -398,19 +423,35 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
     garbage.clear();
   }
 
-  /// Closes `l`: its unconfirmed publishes fail with broker_closed, the engine stops calling
-  /// into it, and a sink thread closes and frees the nats.c connection.
+  /// Closes `l` once: its unconfirmed publishes fail with broker_closed; a sink thread closes
+  /// the nats.c connection (Close flushes and may wait 500 ms for a PONG, which the engine still
+  /// reads meanwhile), then the engine stops watching it and frees it.
   void retire(std::shared_ptr<link> l) {
-    if (!l) return;
+    if (!l || l->retired) return;
+    l->retired = true;
     l->closed = true;
     l->fail_all({transport_errc::broker_closed, "the connection was closed by walhook"});
-    l->stop_watching();
+    if (l->nc == nullptr) {
+      l->stop_watching();
+      return;
+    }
     asio::post(pool, [l] {
-      if (l->nc == nullptr) return;
       natsConnection_Close(l->nc);
-      natsSubscription_Destroy(l->replies);
-      natsConnection_Destroy(l->nc);
+      l->post_from_library([l] { free_link(*l); });
     });
+  }
+
+  /// On the engine (or in the destructor, once no other thread runs): stops watching `l` and
+  /// frees its nats.c objects.
+  static void free_link(link& l) {
+    l.stop_watching();
+    l.socket.reset();
+    if (l.nc == nullptr) return;
+    natsConnection_Close(l.nc);  // no-op if closed
+    natsSubscription_Destroy(l.replies);
+    natsConnection_Destroy(l.nc);
+    l.replies = nullptr;
+    l.nc = nullptr;
   }
 
   /// Stops new publishes on `l` now and closes it after drain_grace.
@@ -444,7 +485,8 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
     l->ex = ex;
     l->engine_thread = engine_thread;
     l->duplicates = duplicates;
-    servers[key].connecting = true;
+    created.push_back(l);
+    servers[key].connecting = l;
     {
       std::lock_guard lock(connect_mutex);
       ++connecting;
@@ -460,22 +502,22 @@ struct nats_sink::impl : std::enable_shared_from_this<impl> {
     }).detach();
   }
 
-  void connected(const std::string& key, const broker_target& t, std::shared_ptr<link> l,
+  void connected(const std::string& key, const broker_target&, std::shared_ptr<link> l,
                  boost::system::result<void, transport_error> r) {
     if (r) {
-      opened.push_back(l);
       l->handed_over = true;
       l->arm();
     }
     auto it = servers.find(key);
-    const bool wanted = !stopped && it != servers.end() && server_key(it->second.target) == server_key(t);
+    // Only the connect this server waits for: the server may have been left (forget, a URL
+    // change) and asked for again while this one was still connecting.
+    const bool wanted = !stopped && it != servers.end() && it->second.connecting == l;
     if (!wanted) {
       if (r) retire(l);
-      if (it != servers.end()) it->second.connecting = false;
       return;
     }
     server& s = it->second;
-    s.connecting = false;
+    s.connecting = nullptr;
     if (r) s.live = l;
     post_result outcome = r ? post_result(http_response{}) : post_result(r.error());
     for (auto& w : s.waiting) w->complete(outcome);
@@ -494,11 +536,15 @@ nats_sink::~nats_sink() {
   }
   impl_->pool.join();
   impl_->collect();
-  // The reactor may be gone before the graveyard: nothing of the engine's stays in it.
-  for (auto& l : impl_->opened) {
-    l->stop_watching();
-    l->socket.reset();
+  // No thread of ours runs now, and the engine's executor may not outlive us: nats.c's threads
+  // post nothing more, and nothing of the reactor's stays in the graveyard.
+  for (auto& l : impl_->created) {
+    {
+      std::lock_guard lock(l->post_mutex);
+      l->orphaned = true;
+    }
     l->pending.clear();
+    impl::free_link(*l);
   }
 }
 
@@ -534,7 +580,7 @@ asio::awaitable<post_result> nats_sink::async_publish(const std::string& pool_ke
     auto wait = std::make_shared<pending_call>(self->ex);
     wait->timer.expires_after(remaining());
     s.waiting.push_back(wait);
-    if (!s.connecting) self->start_connect(key, target, remaining());
+    if (!s.connecting) self->start_connect(key, target, deadline);  // the first waiter's deadline, whole
     co_await wait->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (!wait->result)
       co_return transport_error(transport_errc::timeout, fmt::format("connecting to {}:{}", target.host, target.port));

@@ -7,7 +7,8 @@
 // it; opened on first use on a thread of the sink's own (connect, TLS and the login block), never
 // the engine's; closed and reopened after the server drops it (the library's own reconnection is
 // off, so a lost connection fails its unconfirmed publishes at once instead of buffering them).
-// The connection's socket is watched by the engine's reactor (nats.c's external event loop):
+// A plain-TCP connection's socket is watched by the engine's reactor (nats.c's external event loop;
+// TLS keeps nats.c's own reader and flusher threads):
 // publishes are pipelined, written in one batch per engine turn, and their PubAcks are read and
 // matched on the engine's thread — no thread hand-off per message. The event id goes out as
 // Nats-Msg-Id: within the stream's duplicate window the server stores a redelivered event once.
