@@ -14,7 +14,10 @@
 --                      and endpoints, write delivery state and health, disable endpoints, expire
 --                      old outbox rows, publish walhook's own notifications.
 --   walhook_app      : what the application needs — publish events, nothing else.
---   walhook_admin    : what operators need for `walhook endpoint|status|replay|recover|events|event`.
+--   walhook_admin    : what operators need for `walhook endpoint|status|replay|recover|events|event`
+--                      and `walhook inbox source …`.
+--   walhook_ingest   : what `walhook ingest` needs — read the inbox's sources, call
+--                      walhook.inbox_accept() (which writes as walhook's own role). Nothing else.
 --
 -- Idempotent: run it before the first `walhook migrate` (it creates the roles, gives
 -- walhook_migrator CREATE on the database and stops, the schema being absent), run `walhook
@@ -29,7 +32,8 @@ DECLARE
   r record;
 BEGIN
   FOR r IN SELECT * FROM (VALUES ('walhook_migrator', 'LOGIN REPLICATION'), ('walhook_relay', 'LOGIN REPLICATION'),
-                                 ('walhook_app', 'LOGIN'), ('walhook_admin', 'LOGIN')) AS v(name, options)
+                                 ('walhook_app', 'LOGIN'), ('walhook_admin', 'LOGIN'),
+                                 ('walhook_ingest', 'LOGIN')) AS v(name, options)
   LOOP
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r.name) THEN
       EXECUTE format('CREATE ROLE %I %s PASSWORD %L', r.name, r.options, 'change-me');
@@ -100,3 +104,15 @@ GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin; 
 GRANT SELECT ON walhook.slot_progress, walhook.shard_layout TO walhook_admin;
 GRANT SELECT ON walhook.outbox_bridges TO walhook_admin;  -- the bridged outbox tables (migration 009)
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
+
+-- The inbox (migration 010): the ingest server reads sources and calls inbox_accept, nothing
+-- more; a consumer's SQL kit is the application's; sources are the operators'.
+GRANT USAGE ON SCHEMA walhook TO walhook_ingest;
+GRANT SELECT ON walhook.inbox_sources TO walhook_ingest;
+GRANT EXECUTE ON FUNCTION walhook.inbox_accept(text, text, bytea, text, text, jsonb, text) TO walhook_ingest;
+GRANT SELECT, INSERT ON walhook.processed_events TO walhook_app;
+GRANT EXECUTE ON FUNCTION walhook.claim_once(text, text, bytea) TO walhook_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.inbox_sources TO walhook_admin;
+GRANT SELECT ON walhook.inbox, walhook.inbox_key_reuse, walhook.processed_events TO walhook_admin;
+GRANT DELETE ON walhook.inbox, walhook.inbox_key_reuse, walhook.processed_events TO walhook_relay;  -- retention
+GRANT SELECT ON walhook.inbox TO walhook_relay;

@@ -1,0 +1,232 @@
+// `walhook inbox source add|update|remove|list`: the senders the ingest server accepts
+// (walhook.inbox_sources) and the internal destinations their events go to (endpoints of the
+// source's tenant, "inbox:NAME"). docs/inbox.md.
+
+#include "delivery/signing.hpp"
+#include "relay/cli/commands.hpp"
+#include "relay/cli/flags.hpp"
+#include "relay/inbox/schemes.hpp"
+#include "relay/inbox/sources.hpp"
+#include "relay/operations/blocking_db.hpp"
+#include "relay/operations/errors.hpp"
+#include "relay/operations/operations.hpp"
+#include "relay/operations/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+namespace walhook::relay::cli {
+
+namespace {
+
+/// The flags add and update share; empty or unset: not given.
+struct source_flags {
+  std::string database_url;
+  std::string name;
+  std::string scheme;
+  std::string secret, secret_file;
+  std::vector<std::string> destinations;
+  std::string id_from, type_from, order_key;
+  std::string signature_header, signature_encoding, signed_content, timestamp_header;
+  std::optional<int> tolerance_s;
+  std::optional<int> max_body_bytes;
+  int max_concurrency = 4;
+  std::string grace = "24h";
+};
+
+void add_config_flags(CLI::App* c, source_flags& f) {
+  add_database_url(c, f.database_url);
+  c->add_option("--name", f.name, "Source name: POST /in/NAME (1–63 of a-z 0-9 _ -)")->required();
+  c->add_option("--secret", f.secret,
+                "The sender's signing secret (standard-webhooks: whsec_…; stripe: its whsec_… as given; github, "
+                "hmac-sha256: the shared secret); visible in the process list: prefer --secret-file");
+  c->add_option("--secret-file", f.secret_file, "Read the secret from the first line of FILE (- for stdin)");
+  c->add_option("--id-from", f.id_from, "Where the event id is: header:NAME or a JSON pointer (/id); default: the scheme's");
+  c->add_option("--type-from", f.type_from, "Where the event type is: header:NAME or a JSON pointer (/type)");
+  c->add_option("--order-key", f.order_key,
+                "Where the ordering key is (header:NAME or a JSON pointer): events of one key are processed in order");
+  c->add_option("--signature-header", f.signature_header, "hmac-sha256: the header holding the signature");
+  c->add_option("--signature-encoding", f.signature_encoding, "hmac-sha256: hex or base64")
+      ->check(CLI::IsMember({"hex", "base64"}));
+  c->add_option("--signed-content", f.signed_content, "hmac-sha256: body, or timestamp.body")
+      ->check(CLI::IsMember({"body", "timestamp.body"}));
+  c->add_option("--timestamp-header", f.timestamp_header, "hmac-sha256 with timestamp.body: the header of the Unix time");
+  c->add_option("--tolerance-s", f.tolerance_s, "How far a signed timestamp may be from now, seconds (default 300)");
+  c->add_option("--max-body-bytes", f.max_body_bytes, "Largest body accepted (default 1 MiB; 413 past it)");
+}
+
+std::string secret_of(const source_flags& f) {
+  if (!f.secret_file.empty()) return read_secret_file(f.secret_file);
+  return f.secret;
+}
+
+std::optional<std::string> given(const std::string& s) { return s.empty() ? std::nullopt : std::optional(s); }
+
+/// The source as add would store it, checked by the same rules the ingest server applies.
+void check(const source_flags& f, const std::string& secret) {
+  if (!inbox::valid_source_name(f.name))
+    throw cli_error(fmt::format("--name {}: 1–63 characters of a-z, 0-9, _ and -, starting with a letter or digit", f.name));
+  inbox::source_config s;
+  s.name = f.name;
+  const auto kind = inbox::parse_scheme(f.scheme);
+  if (!kind) throw cli_error("--scheme must be standard-webhooks, stripe, github or hmac-sha256");
+  s.kind = *kind;
+  s.secrets = {secret};
+  if (f.tolerance_s) s.tolerance = std::chrono::seconds(*f.tolerance_s);
+  const std::pair<const std::string*, std::optional<inbox::value_source>*> sources[] = {
+      {&f.id_from, &s.id_from}, {&f.type_from, &s.type_from}, {&f.order_key, &s.order_key_from}};
+  for (auto [text, target] : sources) {
+    if (text->empty()) continue;
+    *target = inbox::parse_value_source(*text);
+    if (!*target) throw cli_error(fmt::format("'{}' is neither header:NAME nor a JSON pointer such as /data/id", *text));
+  }
+  s.signature_header = f.signature_header;
+  s.base64 = f.signature_encoding == "base64";
+  s.signs_timestamp = f.signed_content == "timestamp.body";
+  s.timestamp_header = f.timestamp_header;
+  if (auto problem = inbox::check_source(s)) throw cli_error(fmt::format("source {}: {}", f.name, *problem));
+}
+
+/// Adds one destination endpoint of the source's tenant; prints its id and signing secret.
+void add_destination(blocking_db& db, const source_flags& f, const std::string& url, bool ordered) {
+  operations::check_url(url);
+  const std::string secret = delivery::generate_secret();
+  auto r = db.exec(
+      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, ordering, description) "
+      "VALUES ($1, $2, $3, $4::int, $5, $6) RETURNING id",
+      {inbox::inbox_tenant(f.name), url, secret, std::to_string(f.max_concurrency), ordered ? "aggregate" : "none",
+       fmt::format("inbox destination of source {}", f.name)});
+  std::cout << fmt::format("destination: endpoint {} {}\n  secret: {}\n", r.value(0, 0), url, secret);
+}
+
+int add(const source_flags& f) {
+  if (f.destinations.empty()) throw cli_error("give at least one --destination URL (the handler of these events)");
+  const std::string secret = secret_of(f);
+  if (secret.empty()) throw cli_error("--secret (or --secret-file) is required: the sender's signing secret");
+  check(f, secret);
+  blocking_db db(f.database_url);
+  operations::require_schema(db);
+  db.exec("BEGIN");
+  db.exec(
+      "INSERT INTO walhook.inbox_sources (name, scheme, secret, tolerance_s, id_from, type_from, order_key_from, "
+      "signature_header, signature_encoding, signed_content, timestamp_header, max_body_bytes) "
+      "VALUES ($1, $2, $3, coalesce($4::int, 300), $5, $6, $7, $8, $9, $10, $11, coalesce($12::int, 1048576))",
+      {f.name, f.scheme, secret, f.tolerance_s ? std::optional(std::to_string(*f.tolerance_s)) : std::nullopt,
+       given(f.id_from), given(f.type_from), given(f.order_key), given(f.signature_header),
+       given(f.signature_encoding), given(f.signed_content), given(f.timestamp_header),
+       f.max_body_bytes ? std::optional(std::to_string(*f.max_body_bytes)) : std::nullopt});
+  std::cout << fmt::format("source: {} ({})\nreceives: POST /in/{}\n", f.name, f.scheme, f.name);
+  for (const auto& url : f.destinations) add_destination(db, f, url, !f.order_key.empty());
+  db.exec("COMMIT");
+  return 0;
+}
+
+int update(const source_flags& f) {
+  blocking_db db(f.database_url);
+  operations::require_schema(db);
+  auto row = db.exec("SELECT scheme, secret FROM walhook.inbox_sources WHERE name = $1", {f.name});
+  if (row.rows() == 0) throw not_found(fmt::format("no inbox source named {}", f.name));
+  source_flags merged = f;
+  merged.scheme = std::string(row.value(0, 0));
+  const std::string secret = secret_of(f);
+  check(merged, secret.empty() ? std::string(row.value(0, 1)).substr(0, std::string(row.value(0, 1)).find(' ')) : secret);
+  const auto grace = parse_duration(f.grace, "--grace");
+  db.exec("BEGIN");
+  db.exec(
+      "UPDATE walhook.inbox_sources SET "
+      "  secret = CASE WHEN $2::text IS NULL THEN secret ELSE $2 || ' ' || split_part(secret, ' ', 1) END, "
+      "  secret_grace_until = CASE WHEN $2::text IS NULL THEN secret_grace_until "
+      "                            ELSE now() + make_interval(secs => $3::bigint) END, "
+      "  tolerance_s = coalesce($4::int, tolerance_s), id_from = coalesce($5, id_from), "
+      "  type_from = coalesce($6, type_from), order_key_from = coalesce($7, order_key_from), "
+      "  signature_header = coalesce($8, signature_header), signature_encoding = coalesce($9, signature_encoding), "
+      "  signed_content = coalesce($10, signed_content), timestamp_header = coalesce($11, timestamp_header), "
+      "  max_body_bytes = coalesce($12::int, max_body_bytes), updated_at = now() "
+      "WHERE name = $1",
+      {f.name, given(secret), std::to_string(grace.count()),
+       f.tolerance_s ? std::optional(std::to_string(*f.tolerance_s)) : std::nullopt, given(f.id_from),
+       given(f.type_from), given(f.order_key), given(f.signature_header), given(f.signature_encoding),
+       given(f.signed_content), given(f.timestamp_header),
+       f.max_body_bytes ? std::optional(std::to_string(*f.max_body_bytes)) : std::nullopt});
+  std::cout << fmt::format("source {}: updated{}\n", f.name,
+                           secret.empty() ? "" : fmt::format("; the previous secret is accepted for {} more", f.grace));
+  for (const auto& url : f.destinations) add_destination(db, f, url, !f.order_key.empty());
+  db.exec("COMMIT");
+  return 0;
+}
+
+int remove(const source_flags& f) {
+  blocking_db db(f.database_url);
+  operations::require_schema(db);
+  db.exec("BEGIN");
+  auto gone = db.exec("DELETE FROM walhook.inbox_sources WHERE name = $1", {f.name});
+  if (gone.affected() == 0) throw not_found(fmt::format("no inbox source named {}", f.name));
+  auto endpoints = db.exec("DELETE FROM walhook.endpoints WHERE tenant_id = $1", {inbox::inbox_tenant(f.name)});
+  db.exec("COMMIT");
+  std::cout << fmt::format("source {}: removed, with {} destination endpoint(s); POST /in/{} now answers 404\n", f.name,
+                           endpoints.affected(), f.name);
+  return 0;
+}
+
+int list(const std::string& database_url) {
+  blocking_db db(database_url);
+  operations::require_schema(db);
+  auto r = db.exec(
+      "SELECT s.name, s.scheme, array_to_string(array(SELECT e.id || ' ' || e.url FROM walhook.endpoints e "
+      "        WHERE e.tenant_id = 'inbox:' || s.name ORDER BY e.id), ', '), "
+      "       coalesce(s.order_key_from, '-'), s.secret_grace_until IS NOT NULL AND s.secret_grace_until > now() "
+      "  FROM walhook.inbox_sources s ORDER BY s.name");
+  if (r.rows() == 0) std::cout << "no inbox sources (walhook inbox source add)\n";
+  for (int i = 0; i < r.rows(); ++i)
+    std::cout << fmt::format("{}  scheme {}  order key {}{}\n  destinations: {}\n", r.value(i, 0), r.value(i, 1),
+                             r.value(i, 3), r.value(i, 4) == "t" ? "  (secret rotation in grace)" : "",
+                             r.value(i, 2).empty() ? "none" : r.value(i, 2));
+  return 0;
+}
+
+}  // namespace
+
+command add_inbox(CLI::App& app) {
+  auto* inbox = app.add_subcommand("inbox", "The receiving half: sources of incoming webhooks (docs/inbox.md)");
+  auto* source = inbox->add_subcommand("source", "Senders the ingest server accepts, and where their events go");
+  inbox->require_subcommand(1);
+  source->require_subcommand(1);
+  std::vector<command> subs;
+
+  auto a = std::make_shared<source_flags>();
+  auto* add_cmd = source->add_subcommand("add", "Add a source; prints its destinations' endpoint ids and secrets");
+  add_config_flags(add_cmd, *a);
+  add_cmd->add_option("--scheme", a->scheme, "standard-webhooks, stripe, github or hmac-sha256")->required();
+  add_cmd->add_option("--destination", a->destinations,
+                      "URL that receives each event as a walhook delivery (repeatable; http(s) or a broker URL)");
+  add_cmd->add_option("--max-concurrency", a->max_concurrency, "Each destination's attempts in flight at most")
+      ->capture_default_str();
+
+  auto u = std::make_shared<source_flags>();
+  auto* update_cmd = source->add_subcommand("update", "Change a source; a new --secret rotates (the old one stays valid for --grace)");
+  add_config_flags(update_cmd, *u);
+  update_cmd->add_option("--grace", u->grace, "With --secret: how long the previous secret stays valid (e.g. 24h)")
+      ->capture_default_str();
+  update_cmd->add_option("--add-destination", u->destinations, "Another destination URL (repeatable)");
+
+  auto r = std::make_shared<source_flags>();
+  auto* remove_cmd = source->add_subcommand("remove", "Remove a source and its destination endpoints");
+  add_database_url(remove_cmd, r->database_url);
+  remove_cmd->add_option("--name", r->name, "Source name")->required();
+
+  auto l = std::make_shared<std::string>();
+  auto* list_cmd = source->add_subcommand("list", "List sources and their destinations");
+  add_database_url(list_cmd, *l);
+
+  return {inbox, [=] {
+            if (add_cmd->parsed()) return add(*a);
+            if (update_cmd->parsed()) return update(*u);
+            if (remove_cmd->parsed()) return remove(*r);
+            if (list_cmd->parsed()) return list(*l);
+            return 0;
+          }};
+}
+
+}  // namespace walhook::relay::cli

@@ -1,0 +1,308 @@
+// The receiving half (issue 21): `walhook ingest` verifies, dedupes and commits before it
+// answers; `walhook run` then delivers each inbox event to the source's destination. Real
+// PostgreSQL, real sockets, real processes: a sender retrying concurrently, a reused id, every
+// refusal, kill -9 of ingest and a PostgreSQL stop under load (no 2xx without a durable row),
+// the SQL kit's claim_once under concurrency and rollback, and what the application's role can
+// do with the inbox's tenant.
+
+#include "delivery/signing.hpp"
+#include "tests/harness/harness.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+namespace http = boost::beast::http;
+
+namespace {
+
+struct answer {
+  unsigned status = 0;  ///< 0: no answer (connection refused or reset)
+  std::string body;
+};
+
+/// One blocking POST to 127.0.0.1:port (5 s).
+answer post(unsigned short port, const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
+            const std::string& body) {
+  try {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket socket(ioc);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    http::request<http::string_body> req{http::verb::post, path, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.body() = body;
+    req.prepare_payload();
+    http::write(socket, req);
+    boost::beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    return {res.result_int(), res.body()};
+  } catch (const std::exception& e) {
+    return {0, e.what()};
+  }
+}
+
+/// A sender signing like walhook itself (Standard Webhooks).
+struct sender {
+  std::string secret = delivery::generate_secret();
+  std::vector<std::pair<std::string, std::string>> headers(const std::string& id, const std::string& body,
+                                                           std::int64_t at = 0) const {
+    if (at == 0) at = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto keys = *delivery::parse_secrets(secret);
+    return {{"webhook-id", id}, {"webhook-timestamp", std::to_string(at)},
+            {"webhook-signature", delivery::signature_header(keys, id, at, body)}};
+  }
+};
+
+std::string event_body(const std::string& type, const std::string& order, int n = 0) {
+  return fmt::format(R"({{"type":"{}","data":{{"order":"{}","n":{}}}}})", type, order, n);
+}
+
+/// `walhook ingest` on this database, on a free port.
+struct ingest_process {
+  test::walhook_process p;
+  explicit ingest_process(const std::string& url, std::vector<std::string> extra = {})
+      : p(args(url, std::move(extra)), "ingest") {
+    p.start();
+  }
+  static std::vector<std::string> args(const std::string& url, std::vector<std::string> extra) {
+    std::vector<std::string> a{"ingest", "--database-url", url, "--listen", "127.0.0.1:0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  unsigned short port() {
+    unsigned short found = 0;
+    test::eventually(
+        [&] {
+          std::smatch m;
+          const auto text = p.log();
+          if (!std::regex_search(text, m, std::regex(R"("ingest.listening".*"port":(\d+))"))) return false;
+          found = static_cast<unsigned short>(std::stoi(m[1]));
+          return true;
+        },
+        20s);
+    return found;
+  }
+};
+
+struct inbox_setup : test::scenario {
+  explicit inbox_setup(const std::string& slot) : scenario(slot) {}
+  sender partner;
+  /// Adds source `name` (standard-webhooks) whose destination is the receiver's /handler.
+  void add_source(const std::string& name, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"inbox", "source", "add", "--database-url", url, "--name", name,
+                               "--scheme", "standard-webhooks", "--secret", partner.secret, "--destination",
+                               fmt::format("http://127.0.0.1:{}/{}", rcv->port(), name)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    std::string out;
+    const int rc = test::run_walhook(a, out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    REQUIRE(out.find("secret: whsec_") != std::string::npos);
+  }
+  long long count(const std::string& sql) { return std::stoll(value(sql)); }
+};
+
+}  // namespace
+
+TEST_CASE("ingest: accepted once after COMMIT, duplicates answered 2xx, a reused id is 409, refusals never written") {
+  inbox_setup s("inbox_contract");
+  s.add_source("partner", {"--order-key", "/data/order"});
+  ingest_process ingest(s.url, {"--metrics-listen", "127.0.0.1:0"});
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  // One event: 200 accepted, one inbox row, one outbox event of the inbox tenant, one delivery.
+  const auto first = event_body("order.paid", "o1");
+  auto a = post(port, "/in/partner", s.partner.headers("msg_1", first), first);
+  INFO(a.body);
+  INFO(ingest.p.log_tail());
+  CHECK(a.status == 200);
+  CHECK(a.body.find("accepted") != std::string::npos);
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox WHERE source = 'partner' AND event_id = 'msg_1'") == 1);
+  CHECK(s.value("SELECT event_type || ' ' || aggregate_id || ' ' || by_walhook FROM walhook.outbox "
+                "WHERE tenant_id = 'inbox:partner'") == "order.paid o1 true");
+  REQUIRE(test::eventually([&] { return s.received("/partner").size() == 1; }, 20s));
+  const auto delivered = s.received("/partner").front().body;
+  CHECK(delivered.find(R"("event_id": "msg_1")") != std::string::npos);
+  CHECK(delivered.find(R"("order": "o1")") != std::string::npos);  // the sender's body, inside
+
+  // A sender retrying the same event 10 times at once: one row, ten 2xx, one handler call.
+  const auto second = event_body("order.shipped", "o1");
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 10; ++i)
+    threads.emplace_back([&] {
+      if (post(port, "/in/partner", s.partner.headers("msg_2", second), second).status == 200) ++ok;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ok == 10);
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox WHERE event_id = 'msg_2'") == 1);
+  CHECK(s.count("SELECT duplicates FROM walhook.inbox WHERE event_id = 'msg_2'") == 9);
+  REQUIRE(test::eventually([&] { return s.received("/partner").size() >= 2; }, 20s));
+  std::this_thread::sleep_for(500ms);
+  CHECK(s.received("/partner").size() == 2);
+
+  // The same id with another body: 409, kept aside, an alert in the log; never a duplicate.
+  const auto forged = event_body("order.shipped", "o2");
+  a = post(port, "/in/partner", s.partner.headers("msg_2", forged), forged);
+  CHECK(a.status == 409);
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox_key_reuse WHERE event_id = 'msg_2'") == 1);
+  CHECK(test::eventually([&] { return ingest.p.count_in_log("inbox.key_reused") == 1; }, 5s));
+
+  // Refusals: counted, answered, never written.
+  const auto rows = s.count("SELECT count(*) FROM walhook.inbox");
+  const auto body = event_body("order.paid", "o3");
+  CHECK(post(port, "/in/nobody", s.partner.headers("msg_3", body), body).status == 404);
+  auto tampered = s.partner.headers("msg_3", body);
+  CHECK(post(port, "/in/partner", tampered, event_body("order.paid", "o4")).status == 401);  // body changed
+  sender stranger;
+  CHECK(post(port, "/in/partner", stranger.headers("msg_3", body), body).status == 401);  // wrong secret
+  const auto old = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count() - 3600;
+  CHECK(post(port, "/in/partner", s.partner.headers("msg_3", body, old), body).status == 401);  // stale
+  CHECK(post(port, "/in/partner", {{"webhook-id", "msg_3"}}, body).status == 401);                // headers missing
+  const std::string not_json = "order=o3";
+  CHECK(post(port, "/in/partner", s.partner.headers("msg_3", not_json), not_json).status == 400);
+  const std::string huge = fmt::format(R"({{"type":"x","data":{{"pad":"{}"}}}})", std::string(2 << 20, 'a'));
+  CHECK(post(port, "/in/partner", s.partner.headers("msg_3", huge), huge).status == 413);
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox") == rows);
+
+  // /metrics (its own listener) counts each outcome; an unknown name is counted without it.
+  std::smatch m;
+  const auto log = ingest.p.log();
+  REQUIRE(std::regex_search(log, m, std::regex(R"("metrics_port":(\d+))")));
+  const auto metrics = test::http_get(static_cast<unsigned short>(std::stoi(m[1])), "/metrics");
+  INFO(metrics.second);
+  CHECK(metrics.second.find(R"(walhook_inbox_requests_total{source="partner",outcome="accepted"} 2)") != std::string::npos);
+  CHECK(metrics.second.find(R"(walhook_inbox_requests_total{source="partner",outcome="duplicate"} 9)") != std::string::npos);
+  CHECK(metrics.second.find(R"(walhook_inbox_requests_total{source="",outcome="unknown_source"} 1)") != std::string::npos);
+  CHECK(metrics.second.find(R"(outcome="bad_signature"} 2)") != std::string::npos);
+  CHECK(metrics.second.find(R"(outcome="too_large"} 1)") != std::string::npos);
+  CHECK(metrics.second.find("nobody") == std::string::npos);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("no 2xx without a durable row: ingest killed and PostgreSQL stopped under load; retries are accepted once") {
+  inbox_setup s("inbox_crash");
+  s.add_source("load");
+  auto ingest = std::make_unique<ingest_process>(s.url);
+  std::atomic<unsigned short> port{ingest->port()};
+  REQUIRE(port != 0);
+
+  // Four senders, each retrying its event until it gets a 2xx (as a real sender does).
+  std::mutex m;
+  std::set<std::string> answered_2xx;
+  std::atomic<bool> stop{false};
+  std::atomic<long> failures{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 4; ++t)
+    senders.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        const auto id = fmt::format("evt_{}_{}", t, i);
+        const auto body = event_body("load.tick", fmt::format("k{}", i % 7), i);
+        for (;;) {
+          auto r = post(port, "/in/load", s.partner.headers(id, body), body);
+          if (r.status == 200) {
+            std::lock_guard lock(m);
+            answered_2xx.insert(id);
+            break;
+          }
+          ++failures;
+          std::this_thread::sleep_for(50ms);
+          if (stop) return;
+        }
+      }
+    });
+  std::this_thread::sleep_for(1500ms);
+  ingest->p.kill9();  // mid-stream: requests in flight get no answer, and are retried
+  ingest = std::make_unique<ingest_process>(s.url);
+  port = ingest->port();
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(test::cluster().stop("immediate"));  // PostgreSQL crashes under load
+  std::this_thread::sleep_for(1000ms);
+  REQUIRE(test::cluster().start());
+  std::this_thread::sleep_for(3000ms);
+  stop = true;
+  for (auto& t : senders) t.join();
+
+  relay::blocking_db db(s.url);
+  const long rows = std::stol(test::query_value(db, "SELECT count(*) FROM walhook.inbox WHERE source = 'load'"));
+  std::set<std::string> stored;
+  auto r = db.exec("SELECT event_id FROM walhook.inbox WHERE source = 'load'");
+  for (int i = 0; i < r.rows(); ++i) stored.insert(std::string(r.value(i, 0)));
+  std::size_t missing = 0;
+  for (const auto& id : answered_2xx) missing += stored.contains(id) ? 0 : 1;
+  MESSAGE(fmt::format("{} events answered 2xx, {} rows, {} failed attempts retried", answered_2xx.size(), rows,
+                      failures.load()));
+  CHECK(answered_2xx.size() > 100);
+  CHECK(failures > 0);    // the faults were felt
+  CHECK(missing == 0);    // every 2xx has its row
+  CHECK(std::stol(test::query_value(db, "SELECT count(*) FROM walhook.outbox WHERE tenant_id = 'inbox:load'")) == rows);
+  CHECK(ingest->p.stop() == 0);
+}
+
+TEST_CASE("claim_once: one 'first' between racing consumers, and a rollback takes the mark with it") {
+  test::scenario s("inbox_claim");
+  relay::blocking_db a(s.url), b(s.url);
+  a.exec("BEGIN");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('billing', 'evt_1', '\\x01'::bytea)") == "first");
+  // b races on the same event: it waits for a's transaction, then sees a's mark.
+  std::string second;
+  std::thread racer([&] {
+    b.exec("BEGIN");
+    second = test::query_value(b, "SELECT walhook.claim_once('billing', 'evt_1', '\\x01'::bytea)");
+    b.exec("COMMIT");
+  });
+  std::this_thread::sleep_for(300ms);
+  a.exec("COMMIT");
+  racer.join();
+  CHECK(second == "duplicate");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('billing', 'evt_1', '\\x02'::bytea)") == "conflict");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('shipping', 'evt_1', '\\x01'::bytea)") == "first");
+
+  // The effect rolls back: so does the mark, and the next attempt is 'first' again.
+  a.exec("BEGIN");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('billing', 'evt_2')") == "first");
+  a.exec("ROLLBACK");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('billing', 'evt_2')") == "first");
+
+  // A racer whose first claimer rolls back gets 'first'.
+  a.exec("BEGIN");
+  CHECK(test::query_value(a, "SELECT walhook.claim_once('billing', 'evt_3')") == "first");
+  std::thread racer2([&] { second = test::query_value(b, "SELECT walhook.claim_once('billing', 'evt_3')"); });
+  std::this_thread::sleep_for(300ms);
+  a.exec("ROLLBACK");
+  racer2.join();
+  CHECK(second == "first");
+}
+
+TEST_CASE("only walhook writes inbox events: the application cannot forge a verified webhook") {
+  test::scenario s("inbox_trust");
+  // publish() and a direct INSERT into an inbox tenant both fail (by_walhook is walhook's alone).
+  CHECK_THROWS(s.db.exec("SELECT walhook.publish('inbox:partner', 'order.paid', '{}')"));
+  CHECK_THROWS(s.db.exec("INSERT INTO walhook.outbox (tenant_id, event_type, payload) VALUES ('Inbox:partner', 'x', '{}')"));
+  // A role of the application cannot call the ingest server's function.
+  s.db.exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'inbox_stranger') THEN "
+            "CREATE ROLE inbox_stranger LOGIN PASSWORD 'x'; END IF; END $$");
+  s.db.exec("GRANT USAGE ON SCHEMA walhook TO inbox_stranger");
+  s.db.exec("SET ROLE inbox_stranger");
+  CHECK_THROWS(s.db.exec("SELECT walhook.inbox_accept('partner', 'e', '\\x00'::bytea, 't', NULL, '{}', '{}')"));
+  s.db.exec("RESET ROLE");
+  CHECK(s.value("SELECT count(*) FROM walhook.inbox") == "0");
+}
