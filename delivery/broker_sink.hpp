@@ -22,8 +22,9 @@ struct broker_sink_options {
   /// Threads that run the libraries' blocking calls (connect, login, close): a slow or
   /// unreachable broker holds one of them until its deadline, never the engine's thread.
   int blocking_threads = 4;
-  /// The most unconfirmed publishes one connection carries (a pipelined window); the
-  /// endpoint's max_concurrency bounds it first.
+  /// The most unconfirmed publishes an endpoint has on its connection (a pipelined window; a
+  /// NATS connection shared by N endpoints carries N times this); the endpoint's
+  /// max_concurrency bounds it first.
   int max_unconfirmed = 1024;
   /// Where the sinks read the monotonic time (http_response::elapsed). Not owned; not null.
   const clock_source* clock = &real_clock::instance();

@@ -328,6 +328,11 @@ boost::system::result<void, transport_error> connect_blocking(const std::shared_
     // nats.c's own reader and flusher threads (and the PubAcks' hand-off, as below).
     if (s == NATS_OK && !t.tls) s = natsOptions_SetEventLoop(opts, l.get(), ev_attach, ev_read, ev_write, ev_detach);
     if (s == NATS_OK && !t.tls) s = natsOptions_SetSendAsap(opts, true);  // no flusher thread: the engine writes
+    // On those threads a publish larger than what nats.c's 32 KiB buffer still holds is written in
+    // place, on the engine's thread: with a server that stopped reading, that write waits at most
+    // this long, then the connection closes (nats.c shuts the socket down) and attempts fail over
+    // to retries, instead of the engine waiting for as long as the server does.
+    if (s == NATS_OK && t.tls) s = natsOptions_SetWriteDeadline(opts, 1000);
     // A server that stops reading (SIGSTOP, a hung host) is found within ~30 s: PING every 10 s,
     // the connection closed after 3 unanswered (nats.c's defaults: 2 minutes, 2).
     if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 10'000);

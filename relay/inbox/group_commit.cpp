@@ -75,6 +75,7 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
   task_group tasks;
   bool stopped = false;
   group_commit_stats counters;
+  int sessions_failing = 0;  ///< sessions whose last connect failed (in their backoff)
 
   /// Takes up to max_batch calls; those that waited past shed_after are answered `shed`.
   std::vector<waiter_ptr> take_batch() {
@@ -137,11 +138,14 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer pause(ex);
     auto backoff = 100ms;
     bool up = false;
+    bool failing = false;
     while (!stopped) {
       if (!conn.is_open()) {
         if (up) --counters.sessions_up;
         up = false;
         if (auto ec = co_await sql::open_session(conn, options.database_url, "walhook-ingest", 10s)) {
+          if (!failing) ++sessions_failing;
+          failing = true;
           log::warn("inbox.db_unavailable", {{"session", number}, {"error", conn.last_error()},
                                              {"retry_ms", static_cast<std::int64_t>(backoff.count())}});
           pause.expires_after(backoff);
@@ -151,6 +155,8 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
           continue;
         }
         backoff = 100ms;
+        if (failing) --sessions_failing;
+        failing = false;
         up = true;
         ++counters.sessions_up;
       }
@@ -170,6 +176,7 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
       if (!co_await commit(conn, batch)) conn.close();
     }
     if (up) --counters.sessions_up;
+    if (failing) --sessions_failing;
   }
 
   void fail_queued() {
@@ -189,6 +196,10 @@ group_committer::~group_committer() { stop(); }
 asio::awaitable<accept_result> group_committer::accept(accept_call call) {
   auto self = impl_;
   if (self->stopped) co_return accept_result{accept_outcome::failed, "the ingest server is stopping"};
+  // Every session failed its last connect: the database is down; say so now rather than after
+  // the request's whole wait.
+  if (self->sessions_failing >= std::max(self->options.sessions, 1))
+    co_return accept_result{accept_outcome::failed, "the database is unavailable"};
   if (self->queue.size() >= self->options.max_queue)
     co_return accept_result{accept_outcome::shed, fmt::format("{} requests already wait for a commit", self->queue.size())};
   auto w = std::make_shared<waiter>(self->ex, std::move(call));

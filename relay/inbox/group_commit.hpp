@@ -84,7 +84,8 @@ class group_committer {
   group_committer& operator=(const group_committer&) = delete;
 
   /// Queues `call` and waits for its transaction's outcome (at most shed_after +
-  /// statement_timeout + 1 s: then `failed`).
+  /// statement_timeout + 1 s: then `failed`). `failed` at once while every session's last
+  /// connect failed (the database is down), `shed` at once with max_queue calls waiting.
   boost::asio::awaitable<accept_result> accept(accept_call call);
   group_commit_stats stats() const;
   /// Ends the sessions; queued and later calls get `failed`.

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "common/pg_connection.hpp"
 #include "common/task_group.hpp"
+#include "relay/inbox/ingest_metrics.hpp"
 #include "relay/inbox/schemes.hpp"
 #include "relay/inbox/sources.hpp"
 #include "sql/session.hpp"
@@ -134,7 +135,7 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
   bool sources_ok = false;
 
   // Counters for /metrics: (source, outcome) → requests.
-  std::map<std::pair<std::string, std::string>, std::uint64_t> requests;
+  request_counts requests;
 
   void count(const std::string& source, std::string_view outcome) { ++requests[{source, std::string(outcome)}]; }
 
@@ -257,7 +258,25 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
       res.prepare_payload();
       tcp_layer.expires_after(options.read_deadline);
       auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
-      if (wec || !res.keep_alive()) co_return;
+      if (wec || res.keep_alive()) {
+        if (wec) co_return;
+        continue;
+      }
+      // Closing with the rest of a body unread (a 413 answered from Content-Length) would reset
+      // the connection, and the client could lose the answer while it still writes: stop
+      // sending, then read and drop what comes for a bounded while.
+      if (!parser.is_done()) {
+        boost::system::error_code ignored;
+        tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        tcp_layer.expires_after(2s);
+        for (std::size_t drained = 0; drained < 2 * body_ceiling;) {
+          buffer.clear();
+          auto [dec, dn] = co_await stream.async_read_some(buffer.prepare(65536), tuple_awaitable);
+          if (dec) break;
+          drained += dn;
+        }
+      }
+      co_return;
     }
   }
 
@@ -372,25 +391,7 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
     co_return true;
   }
 
-  std::string metrics_text() const {
-    std::string out =
-        "# HELP walhook_inbox_requests_total Requests to POST /in/{source} by outcome (source \"\" for unknown names).\n"
-        "# TYPE walhook_inbox_requests_total counter\n";
-    for (const auto& [key, n] : requests)
-      out += fmt::format("walhook_inbox_requests_total{{source=\"{}\",outcome=\"{}\"}} {}\n", key.first, key.second, n);
-    const auto s = committer.stats();
-    out += fmt::format(
-        "# HELP walhook_inbox_commit_batches_total Transactions the ingest server committed (group commit).\n"
-        "# TYPE walhook_inbox_commit_batches_total counter\nwalhook_inbox_commit_batches_total {}\n"
-        "# HELP walhook_inbox_commit_calls_total Requests written through those transactions.\n"
-        "# TYPE walhook_inbox_commit_calls_total counter\nwalhook_inbox_commit_calls_total {}\n"
-        "# HELP walhook_inbox_commit_queue Verified requests waiting for a commit now.\n"
-        "# TYPE walhook_inbox_commit_queue gauge\nwalhook_inbox_commit_queue {}\n"
-        "# HELP walhook_inbox_db_sessions_up PostgreSQL sessions of the ingest server that are connected.\n"
-        "# TYPE walhook_inbox_db_sessions_up gauge\nwalhook_inbox_db_sessions_up {}\n",
-        s.batches, s.calls, s.queued, s.sessions_up);
-    return out;
-  }
+  std::string metrics_text() const { return render_ingest_metrics(requests, committer.stats()); }
 };
 
 ingest_server::ingest_server(asio::any_io_executor ex, ingest_options options)

@@ -4,6 +4,7 @@
 // markdown. A failure names the doc, its line and the word.
 
 #include "relay/core/metrics.hpp"
+#include "relay/inbox/ingest_metrics.hpp"
 #include "tests/docs/markdown.hpp"
 
 #include <doctest/doctest.h>
@@ -47,7 +48,9 @@ struct exported {
 
 exported exported_names() {
   exported out;
-  std::istringstream text(render_prometheus(every_family()));
+  // walhook run's families, and walhook ingest's (its own /metrics).
+  std::istringstream text(render_prometheus(every_family()) +
+                          inbox::render_ingest_metrics({{{"s", "accepted"}, 1}}, inbox::group_commit_stats{}));
   for (std::string line; std::getline(text, line);) {
     if (line.starts_with("# TYPE ")) {
       out.families.insert(line.substr(7, line.find(' ', 7) - 7));
@@ -63,7 +66,8 @@ exported exported_names() {
 /// (Placeholders such as `walhook_K_of_N` or `walhook_relay_<room>`, prefixes such as `process_*`
 /// and file names are skipped anyway.)
 const std::set<std::string> not_metrics{"walhook_migrator",  "walhook_relay", "walhook_app",     "walhook_admin",
-                                        "walhook_endpoints", "walhook_args",  "process_metrics", "walhook_outbox_bridge"};
+                                        "walhook_endpoints", "walhook_args",  "process_metrics", "walhook_outbox_bridge",
+                                        "walhook_ingest"};
 /// Beginnings of CMake target names (walhook_relay_core, walhook_link_check_cli, …): not metrics.
 const std::vector<std::string> not_metric_prefixes{"walhook_relay_", "walhook_link_check", "walhook_test",
                                                    "walhook_it_",    "walhook_options",    "walhook_bench"};

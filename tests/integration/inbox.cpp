@@ -306,3 +306,48 @@ TEST_CASE("only walhook writes inbox events: the application cannot forge a veri
   s.db.exec("RESET ROLE");
   CHECK(s.value("SELECT count(*) FROM walhook.inbox") == "0");
 }
+
+TEST_CASE("retention: old inbox rows, reuse evidence and claim_once marks go; a row whose event is still there stays") {
+  inbox_setup s("inbox_retention");
+  s.add_source("partner");
+  const auto accept = [&](const std::string& id) {
+    return s.value("SELECT walhook.inbox_accept('partner', $1::text, sha256(convert_to($1::text, 'UTF8')), 't.x', NULL, '{}', '{}')", {id});
+  };
+  REQUIRE(accept("gone") == "accepted");  // its event delivered and expired: the row may go
+  REQUIRE(accept("owed") == "accepted");  // its event still in the outbox: the row stays
+  REQUIRE(accept("fresh") == "accepted");
+  s.db.exec("DELETE FROM walhook.outbox WHERE id = (SELECT outbox_id FROM walhook.inbox WHERE event_id = 'gone')");
+  s.db.exec("UPDATE walhook.inbox SET received_at = now() - interval '40 days' WHERE event_id IN ('gone', 'owed')");
+  s.db.exec("INSERT INTO walhook.inbox_key_reuse (source, event_id, fingerprint, body, received_at) "
+            "VALUES ('partner', 'gone', '\\x00', '{}', now() - interval '40 days')");
+  s.db.exec("INSERT INTO walhook.processed_events (consumer, event_id, processed_at) VALUES "
+            "('billing', 'old', now() - interval '40 days'), ('billing', 'new', now())");
+  auto walhook = s.start_walhook();
+  const bool gone = test::eventually([&] { return s.value("SELECT count(*) FROM walhook.inbox WHERE event_id = 'gone'") == "0"; }, 30s);
+  if (!gone) MESSAGE(walhook.log_tail());
+  REQUIRE(gone);
+  CHECK(s.value("SELECT string_agg(event_id, ',' ORDER BY event_id) FROM walhook.inbox") == "fresh,owed");
+  CHECK(s.value("SELECT count(*) FROM walhook.inbox_key_reuse") == "0");
+  CHECK(s.value("SELECT string_agg(event_id, ',') FROM walhook.processed_events") == "new");
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("walhook to walhook: one walhook's delivery is another's verified inbox event, delivered to its handler") {
+  inbox_setup s("inbox_chain");
+  s.add_source("upstream", {"--order-key", "/data/order"});  // the sender's secret is s.partner's
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  // The sending side: an endpoint whose URL is the ingest server, signing with the source's secret.
+  test::add_endpoint(s.db, "shop", fmt::format("http://127.0.0.1:{}/in/upstream", port), s.partner.secret);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  const auto id = s.publish("shop", "order.paid", R"({"order": "o-7", "total": 42})");
+  REQUIRE(test::eventually([&] { return s.received("/upstream").size() == 1; }, 30s));
+  const auto got = s.received("/upstream").front();
+  CHECK(got.body.find(fmt::format(R"("event_id": "{}")", id)) != std::string::npos);  // the first walhook's id
+  CHECK(got.body.find(R"("total": 42)") != std::string::npos);
+  CHECK(s.value("SELECT aggregate_id FROM walhook.outbox WHERE tenant_id = 'inbox:upstream'") == "o-7");
+  CHECK(s.value("SELECT count(*) FROM walhook.inbox WHERE source = 'upstream'") == "1");
+  CHECK(walhook.stop() == 0);
+}

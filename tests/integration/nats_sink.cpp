@@ -313,6 +313,45 @@ TEST_CASE("nats+tls://: the server's certificate is verified against --ca-file; 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a stalled nats+tls:// broker sent ~64 MiB never slows an HTTP endpoint, and the slot is not held") {
+  // A TLS connection keeps nats.c's own threads: its TLS writes wait for the socket with no
+  // deadline of their own, which on the engine's thread froze every endpoint while the server
+  // stalled (the review reproduced it with the sink alone, publishing without pause). Through
+  // walhook the freeze did not show here — the endpoint's attempts pass --max-hold-ms and it
+  // stops publishing before the kernel's buffers fill — so this checks the TLS stall itself.
+  const std::string dir = std::filesystem::temp_directory_path() / ("walhook-nats-tls-stall-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cert = test::make_test_certificate("IP:127.0.0.1,DNS:localhost");
+  std::ofstream(dir + "/c.pem") << cert.certificate_pem;
+  std::ofstream(dir + "/c.key") << cert.private_key_pem;
+  test::nats_server nats(dir + "/c.pem", dir + "/c.key");
+  nats.create_stream("EVENTS", {"events.>"});
+  test::scenario s("nats_tls_stall");
+  test::add_endpoint(s.db, "big", fmt::format("nats+tls://127.0.0.1:{}/events.x", nats.port()),
+                     delivery::generate_secret(), {}, 1000);
+  test::add_endpoint(s.db, "small", s.rcv->url("/fast"), delivery::generate_secret());
+  auto walhook = s.start_walhook({"--operator-tenant", "", "--ca-file", dir + "/c.pem", "--deadline-ms", "3000",
+                                  "--max-in-flight", "2000"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  REQUIRE(::kill(nats.pid(), SIGSTOP) == 0);
+  // ~64 MiB for the stalled broker: more than the kernel buffers (here up to 4 MiB to send and
+  // 32 MiB to receive) hold.
+  const std::string pad(64 * 1024, 'x');
+  for (int i = 0; i < 1000; ++i)
+    s.db.exec("SELECT walhook.publish('big', 'blob', jsonb_build_object('i', $1::int, 'pad', $2::text))",
+              {std::to_string(i), pad});
+  publish_n(s.db, 200, "small");
+  const auto lsn = s.value("SELECT pg_current_wal_lsn()");
+  CHECK(test::eventually([&] { return s.received("/fast").size() >= 200; }, 30s));
+  CHECK(test::eventually([&] { return s.acknowledged(lsn); }, 30s));
+  REQUIRE(::kill(nats.pid(), SIGCONT) == 0);
+  const bool all = test::eventually([&] { return nats.read_stream("EVENTS").size() >= 1000; }, 120s, 2s);
+  if (!all) MESSAGE(walhook.log_tail());
+  CHECK(all);
+  CHECK(walhook.stop() == 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a Debezium-style outbox table, bridged, routed to JetStream by aggregatetype") {
   test::nats_server nats;
   nats.create_stream("OUTBOX", {"outbox.event.>"});
