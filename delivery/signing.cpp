@@ -57,25 +57,9 @@ EVP_MAC* hmac_algorithm() {
 
 /// HMAC-SHA256(key, "{msg_id}.{timestamp}.{body}"), streamed so the body is never copied.
 /// Standard Webhooks spec, "Signature scheme".
-std::array<unsigned char, sha256_bytes> hmac_signed_content(const signing_key& key, std::string_view msg_id,
-                                                            std::string_view timestamp, std::string_view body) {
-  std::unique_ptr<EVP_MAC_CTX, mac_deleter> ctx{EVP_MAC_CTX_new(hmac_algorithm())};
-  if (!ctx) throw std::bad_alloc();
-  char digest_name[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                               OSSL_PARAM_construct_end()};
-  std::array<unsigned char, sha256_bytes> out{};
-  std::size_t out_len = 0;
-  const bool ok = EVP_MAC_init(ctx.get(), as_uchar(key.bytes), key.bytes.size(), params) == 1 &&
-                  EVP_MAC_update(ctx.get(), as_uchar(msg_id), msg_id.size()) == 1 &&
-                  EVP_MAC_update(ctx.get(), as_uchar("."), 1) == 1 &&
-                  EVP_MAC_update(ctx.get(), as_uchar(timestamp), timestamp.size()) == 1 &&
-                  EVP_MAC_update(ctx.get(), as_uchar("."), 1) == 1 &&
-                  EVP_MAC_update(ctx.get(), as_uchar(body), body.size()) == 1 &&
-                  EVP_MAC_final(ctx.get(), out.data(), &out_len, out.size()) == 1 && out_len == out.size();
-  // Only an unusable OpenSSL (or an empty key, which parse_secret never produces) gets here.
-  if (!ok) throw std::runtime_error("OpenSSL: HMAC-SHA256 failed");
-  return out;
+sha256_digest hmac_signed_content(const signing_key& key, std::string_view msg_id, std::string_view timestamp,
+                                  std::string_view body) {
+  return hmac_sha256(key.bytes, {msg_id, ".", timestamp, ".", body});
 }
 
 std::string sign_text(const signing_key& key, std::string_view msg_id, std::string_view timestamp,
@@ -87,6 +71,22 @@ std::string sign_text(const signing_key& key, std::string_view msg_id, std::stri
 }
 
 }  // namespace
+
+sha256_digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts) {
+  std::unique_ptr<EVP_MAC_CTX, mac_deleter> ctx{EVP_MAC_CTX_new(hmac_algorithm())};
+  if (!ctx) throw std::bad_alloc();
+  char digest_name[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                               OSSL_PARAM_construct_end()};
+  bool ok = EVP_MAC_init(ctx.get(), as_uchar(key), key.size(), params) == 1;
+  for (auto part : parts) ok = ok && EVP_MAC_update(ctx.get(), as_uchar(part), part.size()) == 1;
+  sha256_digest out{};
+  std::size_t out_len = 0;
+  ok = ok && EVP_MAC_final(ctx.get(), out.data(), &out_len, out.size()) == 1 && out_len == out.size();
+  // Only an unusable OpenSSL (or an empty key, which the callers never pass) gets here.
+  if (!ok) throw std::runtime_error("OpenSSL: HMAC-SHA256 failed");
+  return out;
+}
 
 std::string base64_encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');

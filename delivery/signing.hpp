@@ -8,7 +8,9 @@
 
 #include <boost/system/result.hpp>
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +34,13 @@ boost::system::result<std::vector<signing_key>> parse_secrets(std::string_view s
 
 /// A new random secret: "whsec_" + base64 of 32 bytes from OpenSSL's RAND_bytes.
 std::string generate_secret();
+
+/// A SHA-256 digest or HMAC-SHA256, the raw 32 bytes.
+using sha256_digest = std::array<unsigned char, 32>;
+/// HMAC-SHA256 (RFC 2104, FIPS 180-4) keyed with `key`'s bytes over `parts` one after the other
+/// (streamed: a body is never copied), on OpenSSL's EVP_MAC. `key` must not be empty. Throws
+/// std::runtime_error only if OpenSSL cannot compute an HMAC at all. Also the inbox's schemes'.
+sha256_digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts);
 
 /// "v1,<base64 signature>" for one key.
 std::string sign(const signing_key& key, std::string_view msg_id, std::int64_t timestamp, std::string_view body);

@@ -12,19 +12,6 @@
 namespace walhook::relay::inbox {
 namespace {
 
-const unsigned char* as_uchar(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
-
-struct evp_deleter {
-  void operator()(EVP_MAC* m) const { EVP_MAC_free(m); }
-  void operator()(EVP_MAC_CTX* c) const { EVP_MAC_CTX_free(c); }
-};
-
-/// The HMAC algorithm, fetched once: an EVP_MAC is immutable and may be shared between threads.
-EVP_MAC* hmac_algorithm() {
-  static const std::unique_ptr<EVP_MAC, evp_deleter> mac{EVP_MAC_fetch(nullptr, OSSL_MAC_NAME_HMAC, nullptr)};
-  if (!mac) throw std::runtime_error("OpenSSL: HMAC is not available");
-  return mac.get();
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -34,22 +21,6 @@ int hex_value(char c) {
 }
 
 }  // namespace
-
-sha256_digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts) {
-  std::unique_ptr<EVP_MAC_CTX, evp_deleter> ctx{EVP_MAC_CTX_new(hmac_algorithm())};
-  if (!ctx) throw std::bad_alloc();
-  char digest_name[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-                               OSSL_PARAM_construct_end()};
-  bool ok = EVP_MAC_init(ctx.get(), as_uchar(key), key.size(), params) == 1;
-  for (auto part : parts) ok = ok && EVP_MAC_update(ctx.get(), as_uchar(part), part.size()) == 1;
-  sha256_digest out{};
-  std::size_t out_len = 0;
-  ok = ok && EVP_MAC_final(ctx.get(), out.data(), &out_len, out.size()) == 1 && out_len == out.size();
-  // Only an unusable OpenSSL (or an empty key, which the callers never pass) gets here.
-  if (!ok) throw std::runtime_error("OpenSSL: HMAC-SHA256 failed");
-  return out;
-}
 
 sha256_digest sha256(std::string_view bytes) {
   sha256_digest out{};

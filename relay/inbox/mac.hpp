@@ -2,6 +2,8 @@
 // HMAC-SHA256 and SHA-256 for the inbox's signature schemes (relay/inbox/schemes.hpp), on
 // OpenSSL's EVP interfaces, and the decoding of the signatures senders put in headers. Pure.
 
+#include "delivery/signing.hpp"
+
 #include <array>
 #include <cstddef>
 #include <initializer_list>
@@ -12,12 +14,10 @@
 namespace walhook::relay::inbox {
 
 inline constexpr std::size_t sha256_bytes = 32;
-using sha256_digest = std::array<unsigned char, sha256_bytes>;
-
-/// HMAC-SHA256 (RFC 2104, FIPS 180-4) keyed with `key`'s bytes over `parts` one after the other
-/// (streamed: the body is never copied). `key` must not be empty. Throws std::runtime_error
-/// only if OpenSSL cannot compute an HMAC at all (fatal setup).
-sha256_digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts);
+using delivery::sha256_digest;
+/// HMAC-SHA256 over `parts` keyed with `key`'s bytes: walhook's own (delivery/signing.hpp), the
+/// one that signs its deliveries.
+using delivery::hmac_sha256;
 
 /// SHA-256 of `bytes`, the raw 32 bytes.
 sha256_digest sha256(std::string_view bytes);
