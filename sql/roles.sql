@@ -109,7 +109,7 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
 -- more; a consumer's SQL kit is the application's; sources are the operators'.
 GRANT USAGE ON SCHEMA walhook TO walhook_ingest;
 GRANT SELECT ON walhook.inbox_sources TO walhook_ingest;
-GRANT EXECUTE ON FUNCTION walhook.inbox_accept(text, text, bytea, text, text, jsonb, text) TO walhook_ingest;
+GRANT EXECUTE ON FUNCTION walhook.inbox_accept(text, text, bytea, text, text, jsonb, text, boolean) TO walhook_ingest;
 GRANT SELECT, INSERT ON walhook.processed_events TO walhook_app;
 GRANT EXECUTE ON FUNCTION walhook.claim_once(text, text, bytea) TO walhook_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.inbox_sources TO walhook_admin;

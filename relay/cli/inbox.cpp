@@ -64,8 +64,20 @@ std::string secret_of(const source_flags& f) {
 
 std::optional<std::string> given(const std::string& s) { return s.empty() ? std::nullopt : std::optional(s); }
 
-/// The source as add would store it, checked by the same rules the ingest server applies.
+/// The source as it will be stored, checked by the same rules the ingest server applies, and the
+/// table's bounds said in words (not as a constraint's name).
 void check(const source_flags& f, const std::string& secret) {
+  // Secrets are stored space-separated (newest first, during a rotation): one with a blank would
+  // become several shorter ones, each accepted.
+  if (secret.empty() || secret.find_first_of(" \t\r\n\f\v") != std::string::npos || secret.size() > 1024)
+    throw cli_error("the secret must be 1 to 1024 characters without spaces or line breaks");
+  if (f.tolerance_s && (*f.tolerance_s < 1 || *f.tolerance_s > 86400)) throw cli_error("--tolerance-s must be 1 to 86400");
+  if (f.max_body_bytes && (*f.max_body_bytes < 1 || *f.max_body_bytes > 16 * 1024 * 1024))
+    throw cli_error("--max-body-bytes must be 1 to 16777216 (16 MiB)");
+  if (f.max_concurrency < 1 || f.max_concurrency > 1000) throw cli_error("--max-concurrency must be 1 to 1000");
+  for (const auto* from : {&f.id_from, &f.type_from, &f.order_key})
+    if (from->size() > 256) throw cli_error(fmt::format("'{}…' is longer than 256 characters", from->substr(0, 32)));
+  for (const auto& url : f.destinations) operations::check_url(url);
   if (!inbox::valid_source_name(f.name))
     throw cli_error(fmt::format("--name {}: 1–63 characters of a-z, 0-9, _ and -, starting with a letter or digit", f.name));
   inbox::source_config s;
@@ -108,6 +120,8 @@ int add(const source_flags& f) {
   check(f, secret);
   blocking_db db(f.database_url);
   operations::require_schema(db);
+  if (db.exec("SELECT 1 FROM walhook.inbox_sources WHERE name = $1", {f.name}).rows() > 0)
+    throw conflict(fmt::format("an inbox source named {} exists (walhook inbox source update changes it)", f.name));
   db.exec("BEGIN");
   db.exec(
       "INSERT INTO walhook.inbox_sources (name, scheme, secret, tolerance_s, id_from, type_from, order_key_from, "
@@ -123,15 +137,55 @@ int add(const source_flags& f) {
   return 0;
 }
 
+/// The stored source's settings as flags (the secret apart), for update to merge with.
+source_flags stored_flags(blocking_db& db, const std::string& name) {
+  auto r = db.exec(
+      "SELECT scheme, tolerance_s, coalesce(id_from, ''), coalesce(type_from, ''), coalesce(order_key_from, ''), "
+      "coalesce(signature_header, ''), coalesce(signature_encoding, ''), coalesce(signed_content, ''), "
+      "coalesce(timestamp_header, ''), max_body_bytes, split_part(secret, ' ', 1) "
+      "FROM walhook.inbox_sources WHERE name = $1",
+      {name});
+  if (r.rows() == 0) throw not_found(fmt::format("no inbox source named {}", name));
+  source_flags s;
+  s.name = name;
+  s.scheme = std::string(r.value(0, 0));
+  s.tolerance_s = std::stoi(std::string(r.value(0, 1)));
+  s.id_from = std::string(r.value(0, 2));
+  s.type_from = std::string(r.value(0, 3));
+  s.order_key = std::string(r.value(0, 4));
+  s.signature_header = std::string(r.value(0, 5));
+  s.signature_encoding = std::string(r.value(0, 6));
+  s.signed_content = std::string(r.value(0, 7));
+  s.timestamp_header = std::string(r.value(0, 8));
+  s.max_body_bytes = std::stoi(std::string(r.value(0, 9)));
+  s.secret = std::string(r.value(0, 10));
+  return s;
+}
+
+/// The stored source with the flags given on top; a setting only the generic scheme's signed
+/// timestamp uses goes when it no longer signs one.
+source_flags merged_flags(source_flags stored, const source_flags& f) {
+  for (auto [given_value, into] : {std::pair{&f.id_from, &stored.id_from}, {&f.type_from, &stored.type_from},
+                                   {&f.order_key, &stored.order_key}, {&f.signature_header, &stored.signature_header},
+                                   {&f.signature_encoding, &stored.signature_encoding},
+                                   {&f.signed_content, &stored.signed_content},
+                                   {&f.timestamp_header, &stored.timestamp_header}})
+    if (!given_value->empty()) *into = *given_value;
+  if (f.tolerance_s) stored.tolerance_s = f.tolerance_s;
+  if (f.max_body_bytes) stored.max_body_bytes = f.max_body_bytes;
+  if (stored.signed_content != "timestamp.body") stored.timestamp_header.clear();
+  stored.destinations = f.destinations;
+  stored.max_concurrency = f.max_concurrency;
+  stored.database_url = f.database_url;
+  return stored;
+}
+
 int update(const source_flags& f) {
   blocking_db db(f.database_url);
   operations::require_schema(db);
-  auto row = db.exec("SELECT scheme, secret FROM walhook.inbox_sources WHERE name = $1", {f.name});
-  if (row.rows() == 0) throw not_found(fmt::format("no inbox source named {}", f.name));
-  source_flags merged = f;
-  merged.scheme = std::string(row.value(0, 0));
+  const source_flags m = merged_flags(stored_flags(db, f.name), f);
   const std::string secret = secret_of(f);
-  check(merged, secret.empty() ? std::string(row.value(0, 1)).substr(0, std::string(row.value(0, 1)).find(' ')) : secret);
+  check(m, secret.empty() ? m.secret : secret);  // the whole source as it will be, not the flags alone
   const auto grace = parse_duration(f.grace, "--grace");
   db.exec("BEGIN");
   db.exec(
@@ -139,20 +193,20 @@ int update(const source_flags& f) {
       "  secret = CASE WHEN $2::text IS NULL THEN secret ELSE $2 || ' ' || split_part(secret, ' ', 1) END, "
       "  secret_grace_until = CASE WHEN $2::text IS NULL THEN secret_grace_until "
       "                            ELSE now() + make_interval(secs => $3::bigint) END, "
-      "  tolerance_s = coalesce($4::int, tolerance_s), id_from = coalesce($5, id_from), "
-      "  type_from = coalesce($6, type_from), order_key_from = coalesce($7, order_key_from), "
-      "  signature_header = coalesce($8, signature_header), signature_encoding = coalesce($9, signature_encoding), "
-      "  signed_content = coalesce($10, signed_content), timestamp_header = coalesce($11, timestamp_header), "
-      "  max_body_bytes = coalesce($12::int, max_body_bytes), updated_at = now() "
+      "  tolerance_s = $4::int, id_from = $5, type_from = $6, order_key_from = $7, signature_header = $8, "
+      "  signature_encoding = $9, signed_content = $10, timestamp_header = $11, max_body_bytes = $12::int, "
+      "  updated_at = now() "
       "WHERE name = $1",
-      {f.name, given(secret), std::to_string(grace.count()),
-       f.tolerance_s ? std::optional(std::to_string(*f.tolerance_s)) : std::nullopt, given(f.id_from),
-       given(f.type_from), given(f.order_key), given(f.signature_header), given(f.signature_encoding),
-       given(f.signed_content), given(f.timestamp_header),
-       f.max_body_bytes ? std::optional(std::to_string(*f.max_body_bytes)) : std::nullopt});
+      {f.name, given(secret), std::to_string(grace.count()), std::to_string(*m.tolerance_s), given(m.id_from),
+       given(m.type_from), given(m.order_key), given(m.signature_header), given(m.signature_encoding),
+       given(m.signed_content), given(m.timestamp_header), std::to_string(*m.max_body_bytes)});
+  // Per-key order holds for every destination of a source with an order key, old and new.
+  if (!m.order_key.empty())
+    db.exec("UPDATE walhook.endpoints SET ordering = 'aggregate' WHERE tenant_id = $1 AND ordering <> 'aggregate'",
+            {inbox::inbox_tenant(f.name)});
   std::cout << fmt::format("source {}: updated{}\n", f.name,
                            secret.empty() ? "" : fmt::format("; the previous secret is accepted for {} more", f.grace));
-  for (const auto& url : f.destinations) add_destination(db, f, url, !f.order_key.empty());
+  for (const auto& url : m.destinations) add_destination(db, m, url, !m.order_key.empty());
   db.exec("COMMIT");
   return 0;
 }

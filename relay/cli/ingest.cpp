@@ -11,11 +11,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include <csignal>
+#include <functional>
 #include <memory>
 
 namespace walhook::relay::cli {
@@ -77,23 +79,25 @@ int ingest(ingest_flags& f) {
   log::info("ingest.listening", {{"address", f.o.listen_address}, {"port", static_cast<unsigned>(server->port())},
                                  {"tls", !f.o.tls_cert_file.empty()},
                                  {"metrics_port", static_cast<unsigned>(server->metrics_port().value_or(0))}});
-  // SIGTERM/SIGINT: stop accepting, answer 503 to what still waits, and end once every
-  // connection and session has (5 s at most).
+  // SIGTERM/SIGINT: stop accepting, close idle connections, answer what is under way (its
+  // commit, or 503 when its wait ends: at most shed-after + the statement timeout), then exit.
+  // A second signal exits at once.
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  asio::steady_timer last_call(ioc);
-  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
+                                                                              int sig) {
     if (ec) return;
+    static int received = 0;
+    if (++received > 1) std::_Exit(130);
     log::info("signal.received", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
-    server->stop();
-    last_call.expires_after(std::chrono::seconds(5));
-    last_call.async_wait([&](const boost::system::error_code& tec) {
-      if (!tec) ioc.stop();
-    });
-  });
+    asio::co_spawn(
+        ioc, [&]() -> asio::awaitable<void> { co_await server->drain(std::chrono::seconds(8)); }(),
+        [&](std::exception_ptr) { signals.cancel(); });  // the server stopped: run() returns once all ended
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+  // run() returns when nothing is left to do; a task that does not end within 3 s of the drain
+  // is not waited for (the process exits).
   ioc.run();
-  last_call.cancel();
-  ioc.restart();
-  ioc.poll();  // what stop() left to finish, before the server goes
   server.reset();
   log::info("ingest.stopped");
   return 0;
@@ -132,7 +136,8 @@ command add_ingest(CLI::App& app) {
       ->capture_default_str();
   add_duration<std::chrono::seconds>(c, "--sources-refresh-s", f->o.sources_refresh,
                                      "walhook.inbox_sources is read again this often (a new source is found at "
-                                     "once)");
+                                     "once)")
+      ->check(positive);
   return {c, [f] { return ingest(*f); }};
 }
 

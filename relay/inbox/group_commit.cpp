@@ -29,6 +29,7 @@ struct waiter {
   asio::steady_timer timer;
   accept_call call;
   clock::time_point queued = clock::now();
+  bool taken = false;  ///< a session sent it: only its batch's answer (or the timeout) ends it now
   std::optional<accept_result> result;
   void complete(accept_outcome o, std::string detail = {}) {
     if (result) return;
@@ -47,14 +48,16 @@ std::string bytea_hex(const std::string& raw) {
 }
 
 pg::statement statement_of(const accept_call& c) {
-  return {"SELECT walhook.inbox_accept($1, $2, $3::bytea, $4, $5, $6::jsonb, $7)",
-          {c.source, c.event_id, bytea_hex(c.fingerprint), c.event_type, c.order_key, c.headers_json, c.body}};
+  return {"SELECT walhook.inbox_accept($1, $2, $3::bytea, $4, $5, $6::jsonb, $7, $8::boolean)",
+          {c.source, c.event_id, bytea_hex(c.fingerprint), c.event_type, c.order_key, c.headers_json, c.body,
+           c.body_is_text ? "true" : "false"}};
 }
 
 accept_outcome outcome_of(std::string_view text) {
   if (text == "accepted") return accept_outcome::accepted;
   if (text == "duplicate") return accept_outcome::duplicate;
   if (text == "conflict") return accept_outcome::conflict;
+  if (text == "unknown_source") return accept_outcome::unknown_source;
   return accept_outcome::failed;
 }
 
@@ -89,6 +92,7 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
         w->complete(accept_outcome::shed, "waited too long for a commit");
         continue;
       }
+      w->taken = true;
       batch.push_back(std::move(w));
     }
     return batch;
@@ -120,6 +124,17 @@ struct group_committer::impl : std::enable_shared_from_this<impl> {
       auto r = co_await conn.async_pipeline(one, options.statement_timeout);
       if (r) {
         w->complete(outcome_of((*r)[0].rows() > 0 ? (*r)[0].value(0, 0) : ""));
+      } else if (r.error() == pg::errc::query_failed && conn.is_open() && conn.last_sqlstate().starts_with("22") &&
+                 !w->call.body_is_text) {
+        // A data exception: jsonb refused the body (the only cast). Once more, kept as a string.
+        w->call.body_is_text = true;
+        const pg::statement again[] = {statement_of(w->call)};
+        auto t = co_await conn.async_pipeline(again, options.statement_timeout);
+        if (t)
+          w->complete(outcome_of((*t)[0].rows() > 0 ? (*t)[0].value(0, 0) : ""));
+        else
+          w->complete(conn.is_open() ? accept_outcome::rejected : accept_outcome::failed, conn.last_error());
+        if (!conn.is_open()) co_return false;
       } else if (r.error() == pg::errc::query_failed && conn.is_open()) {
         w->complete(accept_outcome::rejected, conn.last_error());
       } else {
@@ -203,10 +218,17 @@ asio::awaitable<accept_result> group_committer::accept(accept_call call) {
   if (self->queue.size() >= self->options.max_queue)
     co_return accept_result{accept_outcome::shed, fmt::format("{} requests already wait for a commit", self->queue.size())};
   auto w = std::make_shared<waiter>(self->ex, std::move(call));
-  w->timer.expires_after(self->options.shed_after + self->options.statement_timeout + 1s);
+  w->timer.expires_after(self->options.shed_after);
   self->queue.push_back(w);
   self->wake_one();
   co_await w->timer.async_wait(tuple_awaitable);
+  // Not taken within shed_after: the database is slow or stalled; the sender retries later
+  // (take_batch skips it). Taken: its batch is out; wait for its answer a bounded while more.
+  if (!w->result && !w->taken) w->complete(accept_outcome::shed, "no database session was free in time");
+  if (!w->result) {
+    w->timer.expires_after(self->options.statement_timeout + 1s);
+    co_await w->timer.async_wait(tuple_awaitable);
+  }
   if (!w->result) w->complete(accept_outcome::failed, "no answer from the database in time");
   co_return *w->result;
 }

@@ -39,6 +39,10 @@ struct accept_call {
   std::optional<std::string> order_key;
   std::string headers_json;  ///< a JSON object: the headers kept with the row
   std::string body;          ///< the raw body (JSON; PostgreSQL stores it as jsonb in the outbox row)
+  /// Kept as a string (data.body_text) rather than jsonb: set by the committer itself when jsonb
+  /// refused the body (a \u0000, a number beyond numeric's range), so an authentic event is
+  /// never lost for its JSON's sake.
+  bool body_is_text = false;
 };
 
 enum class accept_outcome {
@@ -46,6 +50,7 @@ enum class accept_outcome {
   duplicate,  ///< the same id and body were committed before: committed nothing new
   conflict,   ///< the same id with another body: kept aside in walhook.inbox_key_reuse (committed)
   rejected,   ///< PostgreSQL refused this call alone (detail: its message): nothing committed
+  unknown_source,  ///< the source was removed since the server read it: nothing committed
   shed,       ///< not tried: the queue was full or the wait too long
   failed,     ///< the database failed (connection lost, timeout): unknown whether it committed
 };
@@ -62,7 +67,7 @@ struct group_commit_options {
   std::chrono::microseconds window{0};  ///< extra wait for a batch to fill
   std::chrono::milliseconds shed_after{2000};
   std::size_t max_queue = 20000;
-  std::chrono::milliseconds statement_timeout{5000};  ///< one pipeline's round trip at most
+  std::chrono::milliseconds statement_timeout{3000};  ///< one pipeline's round trip at most
 };
 
 /// Counters since start (engine thread; /metrics).
@@ -83,9 +88,11 @@ class group_committer {
   group_committer(const group_committer&) = delete;
   group_committer& operator=(const group_committer&) = delete;
 
-  /// Queues `call` and waits for its transaction's outcome (at most shed_after +
-  /// statement_timeout + 1 s: then `failed`). `failed` at once while every session's last
-  /// connect failed (the database is down), `shed` at once with max_queue calls waiting.
+  /// Queues `call` and waits for its transaction's outcome: `shed` if no session took it within
+  /// shed_after (a stalled or slow database), `failed` if its batch has no answer within
+  /// statement_timeout + 1 s after that (so at most shed_after + statement_timeout + 1 s, 6 s by
+  /// default). `failed` at once while every session's last connect failed (the database is
+  /// down), `shed` at once with max_queue calls waiting.
   boost::asio::awaitable<accept_result> accept(accept_call call);
   group_commit_stats stats() const;
   /// Ends the sessions; queued and later calls get `failed`.

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <type_traits>
 #include <unordered_map>
@@ -125,6 +126,8 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
   asio::steady_timer wake;  ///< the accept loop waits on it at the connection cap
   std::size_t connections = 0;
   bool stopped = false;
+  bool draining = false;                   ///< drain(): answer what is under way, take nothing new
+  std::set<beast::tcp_stream*> idle;       ///< connections waiting for a request's first bytes
 
   // Sources, as last read.
   std::unordered_map<std::string, std::shared_ptr<const source_config>> sources;
@@ -243,18 +246,22 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
     beast::flat_buffer buffer;
     auto& tcp_layer = beast::get_lowest_layer(stream);
     for (;;) {
+      if (draining) co_return;
       tcp_layer.expires_after(options.read_deadline);
       http::request_parser<http::string_body> parser;
       parser.header_limit(16 * 1024);
       parser.body_limit(body_ceiling);
+      // Waiting for a request: drain() may close it (nothing is lost: no request has begun).
+      idle.insert(&tcp_layer);
       auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, tuple_awaitable);
+      idle.erase(&tcp_layer);
       if (hec) co_return;
       response res{http::status::ok, parser.get().version()};
       res.set(http::field::server, "walhook");
       res.set(http::field::content_type, "application/json");
       res.set(http::field::cache_control, "no-store");
       bool keep = co_await handle(stream, buffer, parser, res, metrics_only);
-      res.keep_alive(keep && parser.get().keep_alive());
+      res.keep_alive(keep && parser.get().keep_alive() && !draining);
       res.prepare_payload();
       tcp_layer.expires_after(options.read_deadline);
       auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
@@ -376,6 +383,11 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
         log::warn("inbox.key_reused", {{"source", source.name}, {"event_id", v->event_id}});
         answer(res, http::status::conflict, "key_reused", "this event id was received before with another body");
         break;
+      case accept_outcome::unknown_source:  // removed since it was read
+        sources.erase(source.name);
+        count("", "unknown_source");
+        answer(res, http::status::not_found, "unknown_source");
+        break;
       case accept_outcome::rejected:
         count(source.name, "rejected");
         answer(res, http::status::bad_request, "rejected", r.detail);
@@ -393,6 +405,25 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
 
   std::string metrics_text() const { return render_ingest_metrics(requests, committer.stats()); }
 };
+
+asio::awaitable<void> ingest_server::drain(std::chrono::milliseconds grace) {
+  auto self = impl_;
+  self->draining = true;
+  boost::system::error_code ignored;
+  self->acceptor.close(ignored);
+  if (self->metrics_acceptor) self->metrics_acceptor->close(ignored);
+  self->wake.cancel();
+  for (auto* s : self->idle) s->socket().close(ignored);
+  self->idle.clear();
+  // Requests under way finish: each is answered once its commit is (or its wait ends).
+  asio::steady_timer tick(self->ex);
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (self->connections > 0 && std::chrono::steady_clock::now() < until) {
+    tick.expires_after(20ms);
+    co_await tick.async_wait(tuple_awaitable);
+  }
+  stop();
+}
 
 ingest_server::ingest_server(asio::any_io_executor ex, ingest_options options)
     : impl_(std::make_shared<impl>(ex, std::move(options))) {

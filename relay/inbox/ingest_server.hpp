@@ -21,6 +21,7 @@
 #include "relay/inbox/group_commit.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -57,6 +58,10 @@ class ingest_server {
   std::optional<unsigned short> metrics_port() const;
   /// The /metrics text.
   std::string metrics_text() const;
+  /// SIGTERM: stops accepting, closes connections waiting for a request, lets every request
+  /// under way get its answer (its commit, or its wait's end; `grace` at most), then stop().
+  boost::asio::awaitable<void> drain(std::chrono::milliseconds grace);
+  /// Ends everything now: connections are cut, requests waiting for a commit get no answer.
   void stop();
 
  private:

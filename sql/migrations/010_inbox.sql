@@ -18,17 +18,17 @@ CREATE TABLE walhook.inbox_sources (
   tolerance_s        integer NOT NULL DEFAULT 300 CHECK (tolerance_s BETWEEN 1 AND 86400),
   -- Where the sender's event id is: 'header:NAME' or a JSON pointer into the body ('/id').
   -- NULL: the scheme's own (webhook-id, the Stripe event's /id, X-GitHub-Delivery).
-  id_from            text CHECK (id_from IS NULL OR id_from ~ '^(header:[A-Za-z0-9-]{1,128}|/.{0,255})$'),
+  id_from            text CHECK (id_from IS NULL OR id_from ~ '^(header:[^[:space:][:cntrl:]:]{1,128}|/.{0,255})$'),
   -- Where the event type is (same forms). NULL: the scheme's own (/type, X-GitHub-Event), or
   -- the source's name for hmac-sha256.
-  type_from          text CHECK (type_from IS NULL OR type_from ~ '^(header:[A-Za-z0-9-]{1,128}|/.{0,255})$'),
+  type_from          text CHECK (type_from IS NULL OR type_from ~ '^(header:[^[:space:][:cntrl:]:]{1,128}|/.{0,255})$'),
   -- Where the ordering key is (same forms); events of one key are processed in order. NULL: none.
-  order_key_from     text CHECK (order_key_from IS NULL OR order_key_from ~ '^(header:[A-Za-z0-9-]{1,128}|/.{0,255})$'),
+  order_key_from     text CHECK (order_key_from IS NULL OR order_key_from ~ '^(header:[^[:space:][:cntrl:]:]{1,128}|/.{0,255})$'),
   -- hmac-sha256 only: the signature header, its encoding, what is signed, the timestamp header.
-  signature_header   text CHECK (signature_header IS NULL OR signature_header ~ '^[A-Za-z0-9-]{1,128}$'),
+  signature_header   text CHECK (signature_header IS NULL OR signature_header ~ '^[^[:space:][:cntrl:]:]{1,128}$'),
   signature_encoding text CHECK (signature_encoding IS NULL OR signature_encoding IN ('hex', 'base64')),
   signed_content     text CHECK (signed_content IS NULL OR signed_content IN ('body', 'timestamp.body')),
-  timestamp_header   text CHECK (timestamp_header IS NULL OR timestamp_header ~ '^[A-Za-z0-9-]{1,128}$'),
+  timestamp_header   text CHECK (timestamp_header IS NULL OR timestamp_header ~ '^[^[:space:][:cntrl:]:]{1,128}$'),
   max_body_bytes     integer NOT NULL DEFAULT 1048576 CHECK (max_body_bytes BETWEEN 1 AND 16777216),
   created_at         timestamptz NOT NULL DEFAULT now(),
   updated_at         timestamptz NOT NULL DEFAULT now()
@@ -71,17 +71,29 @@ ALTER TABLE walhook.outbox ADD CONSTRAINT outbox_inbox_reserved
 
 -- 5. Accepts one verified request, in the caller's transaction (the ingest server's group
 -- commit: many calls, one COMMIT, then the answers). Returns 'accepted' (new: inbox row and
--- outbox event written), 'duplicate' (same id, same fingerprint: counted) or 'conflict' (same
--- id, another fingerprint: kept in inbox_key_reuse). Concurrent calls for one id serialize on
--- the unique index: the second waits for the first's transaction, then sees its row.
+-- outbox event written), 'duplicate' (same id, same fingerprint: counted), 'conflict' (same
+-- id, another fingerprint: kept in inbox_key_reuse) or 'unknown_source' (removed meanwhile:
+-- nothing written). Concurrent calls for one id serialize on the unique index: the second waits
+-- for the first's transaction, then sees its row. body_is_text: the body is JSON that jsonb
+-- refuses (a \u0000, a number beyond numeric's range): it is kept as a string, body_text,
+-- rather than lost. It checks its arguments itself (the reserved walhook.* types, lengths): its
+-- caller is trusted, but what it writes is walhook's.
 CREATE FUNCTION walhook.inbox_accept(source text, event_id text, fingerprint bytea, event_type text,
-                                     order_key text, headers jsonb, body text)
+                                     order_key text, headers jsonb, body text, body_is_text boolean DEFAULT false)
 RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   new_seq bigint;
   new_id  uuid := gen_random_uuid();
   known   bytea;
 BEGIN
+  IF NOT EXISTS (SELECT 1 FROM walhook.inbox_sources s WHERE s.name = inbox_accept.source) THEN
+    RETURN 'unknown_source';
+  END IF;
+  IF lower(inbox_accept.event_type) LIKE 'walhook.%' OR octet_length(inbox_accept.event_type) NOT BETWEEN 1 AND 256
+     OR octet_length(inbox_accept.order_key) > 1024 THEN
+    RAISE EXCEPTION 'walhook.inbox_accept: event type % or order key out of bounds', inbox_accept.event_type
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   INSERT INTO walhook.inbox AS i (source, event_id, fingerprint, outbox_id, headers)
   VALUES (inbox_accept.source, inbox_accept.event_id, inbox_accept.fingerprint, new_id, inbox_accept.headers)
   ON CONFLICT ON CONSTRAINT inbox_source_event_id_key DO NOTHING
@@ -89,8 +101,11 @@ BEGIN
   IF new_seq IS NOT NULL THEN
     INSERT INTO walhook.outbox (id, tenant_id, event_type, aggregate_id, payload, by_walhook)
     VALUES (new_id, 'inbox:' || inbox_accept.source, inbox_accept.event_type, inbox_accept.order_key,
-            jsonb_build_object('source', inbox_accept.source, 'event_id', inbox_accept.event_id,
-                               'body', inbox_accept.body::jsonb),
+            CASE WHEN inbox_accept.body_is_text
+                 THEN jsonb_build_object('source', inbox_accept.source, 'event_id', inbox_accept.event_id,
+                                         'body_text', inbox_accept.body)
+                 ELSE jsonb_build_object('source', inbox_accept.source, 'event_id', inbox_accept.event_id,
+                                         'body', inbox_accept.body::jsonb) END,
             true);
     RETURN 'accepted';
   END IF;
@@ -110,7 +125,7 @@ $fn$;
 -- SECURITY DEFINER: it writes as walhook's own role (the owner of the schema), so the ingest
 -- server's role needs nothing but EXECUTE on it (sql/roles.sql, walhook_ingest) — no INSERT on
 -- walhook.outbox, where it could otherwise write anything. Nobody else may call it.
-REVOKE EXECUTE ON FUNCTION walhook.inbox_accept(text, text, bytea, text, text, jsonb, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION walhook.inbox_accept(text, text, bytea, text, text, jsonb, text, boolean) FROM PUBLIC;
 
 -- 6. The SQL kit, for consumers that apply an event inside PostgreSQL: call claim_once in the
 -- transaction that applies the effect; the mark commits or rolls back with it.
@@ -150,6 +165,6 @@ BEGIN
 END
 $fn$;
 
--- 7. Retention of the inbox (rows and dedupe keys) and of the SQL kit's marks: `walhook run`
--- deletes rows older than its --inbox-retention (default 30 days) in small batches, never one
--- whose event is not delivered or dead (its outbox row is still there then).
+-- 7. Retention of the inbox (rows and dedupe keys), its reuse evidence and the SQL kit's marks:
+-- `walhook run` deletes them after --retention-days (30) in small batches
+-- (sql/statements/delete_expired.sql); an inbox row only once its event has left the outbox.

@@ -351,3 +351,61 @@ TEST_CASE("walhook to walhook: one walhook's delivery is another's verified inbo
   CHECK(s.value("SELECT count(*) FROM walhook.inbox WHERE source = 'upstream'") == "1");
   CHECK(walhook.stop() == 0);
 }
+
+TEST_CASE("inbox source add/update: refusals in words, a rotation or a change never breaks the stored source") {
+  inbox_setup s("inbox_admin");
+  std::string out;
+  const auto walhook_cli = [&](std::vector<std::string> a) {
+    a.insert(a.begin() + 3, {"--database-url", s.url});
+    return test::run_walhook(a, out);
+  };
+  const std::string dest = fmt::format("http://127.0.0.1:{}/h", s.rcv->port());
+  // A secret with a blank would be stored as two shorter secrets, each accepted: refused.
+  CHECK(walhook_cli({"inbox", "source", "add", "--name", "gh", "--scheme", "github", "--secret", "abc def",
+                     "--destination", dest}) != 0);
+  CHECK(out.find("without spaces") != std::string::npos);
+  CHECK(walhook_cli({"inbox", "source", "add", "--name", "gh", "--scheme", "github", "--secret", "s3cret",
+                     "--destination", "notaurl"}) != 0);
+  CHECK(out.find("source: gh") == std::string::npos);  // nothing printed as added
+  CHECK(walhook_cli({"inbox", "source", "add", "--name", "gh", "--scheme", "github", "--secret", "s3cret",
+                     "--tolerance-s", "100000", "--destination", dest}) != 0);
+  CHECK(out.find("--tolerance-s") != std::string::npos);
+  // The generic scheme with a signed timestamp, then changed flag by flag.
+  REQUIRE(walhook_cli({"inbox", "source", "add", "--name", "carrier", "--scheme", "hmac-sha256", "--secret", "k1",
+                       "--signature-header", "X-Sig", "--signed-content", "timestamp.body", "--timestamp-header",
+                       "X-Ts", "--id-from", "/event/id", "--destination", dest}) == 0);
+  REQUIRE(walhook_cli({"inbox", "source", "add", "--name", "carrier", "--scheme", "github", "--secret", "k",
+                       "--destination", dest}) != 0);
+  CHECK(out.find("exists") != std::string::npos);
+  INFO(out);
+  CHECK(walhook_cli({"inbox", "source", "update", "--name", "carrier", "--secret", "k2"}) == 0);  // rotation alone
+  CHECK(walhook_cli({"inbox", "source", "update", "--name", "carrier", "--tolerance-s", "60"}) == 0);
+  CHECK(s.value("SELECT secret || ' ' || tolerance_s FROM walhook.inbox_sources WHERE name = 'carrier'") == "k2 k1 60");
+  CHECK(walhook_cli({"inbox", "source", "update", "--name", "carrier", "--signed-content", "body"}) == 0);
+  CHECK(s.value("SELECT coalesce(timestamp_header, 'none') FROM walhook.inbox_sources WHERE name = 'carrier'") == "none");
+  // An order key given later orders every destination, old and new.
+  CHECK(walhook_cli({"inbox", "source", "update", "--name", "carrier", "--order-key", "/event/shipment",
+                     "--add-destination", dest + "2"}) == 0);
+  CHECK(s.value("SELECT string_agg(DISTINCT ordering, ',') FROM walhook.endpoints WHERE tenant_id = 'inbox:carrier'") ==
+        "aggregate");
+  CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE tenant_id = 'inbox:carrier'") == "2");
+}
+
+TEST_CASE("ingest: a body jsonb refuses is kept as text, never refused; a removed source answers 404 at once") {
+  inbox_setup s("inbox_edges");
+  s.add_source("partner");
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  const std::string nul = R"({"type":"odd.event","data":{"text":"a\u0000b"}})";
+  auto a = post(port, "/in/partner", s.partner.headers("msg_nul", nul), nul);
+  INFO(a.body);
+  CHECK(a.status == 200);
+  CHECK(s.value("SELECT payload->>'body_text' FROM walhook.outbox WHERE tenant_id = 'inbox:partner'") == nul);
+  // Removed: the next request is refused even before the server reads the sources again.
+  std::string out;
+  REQUIRE(test::run_walhook({"inbox", "source", "remove", "--database-url", s.url, "--name", "partner"}, out) == 0);
+  const auto body = event_body("order.paid", "o9");
+  CHECK(post(port, "/in/partner", s.partner.headers("msg_9", body), body).status == 404);
+  CHECK(s.value("SELECT count(*) FROM walhook.inbox WHERE event_id = 'msg_9'") == "0");
+}
