@@ -207,7 +207,8 @@ void dispatcher::apply(job j, const decision& d) {
   } else if (d.paused_until) {
     log::warn("endpoint.paused", {{"endpoint_id", id},
                                   {"until", format_iso8601(*d.paused_until)},
-                                  {"consecutive_failures", d.breaker.consecutive_failures}});
+                                  {"consecutive_failures", d.breaker.consecutive_failures},
+                                  {"error", d.last_error.value_or("")}});
     spill_queue(id, d.paused_until, "endpoint paused by the circuit breaker");
     claims_wake_.notify();  // re-arm the claim timer for the pause's end
   }
