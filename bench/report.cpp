@@ -190,9 +190,12 @@ std::string markdown_machine(const scenario_report& r) {
 std::string markdown_tables(const scenario_report& r) {
   auto groups = group_trials(r);
   std::string md = r.headline_markdown.empty() ? std::string() : r.headline_markdown + "\n";
-  md += "Latency is commit-to-receipt (receipt time at the receiver − commit time of the event's transaction, same "
-        "host clock), medians over runs of each run's percentile; ≥ marks percentiles reached by deliveries that "
-        "never arrived (counted as drain end − commit).\n\n";
+  md += r.latency_note.empty()
+            ? "Latency is commit-to-receipt (receipt time at the receiver − commit time of the event's transaction, same "
+              "host clock), medians over runs of each run's percentile; ≥ marks percentiles reached by deliveries that "
+              "never arrived (counted as drain end − commit).\n\n"
+            : r.latency_note + " Medians over runs of each run's percentile; ≥ marks percentiles reached by requests "
+                               "never answered (counted as drain end − due time).\n\n";
   md += "| variant | relay | runs | offered ev/s | committed ev/s | delivered/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
         "sched→receipt p99 ms | undelivered | duplicates |\n";
   md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -230,6 +233,7 @@ std::string markdown_tables(const scenario_report& r) {
     // A difference of independently sampled counters: slightly negative means none.
     double other = median_of(g, [](const trial_result& t) { return t.cpu_machine_other; });
     double lag_s = median_of(g, [](const trial_result& t) { return t.max_slot_lag_s; });
+    const double rss_relay = median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_relay_kib); });
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.variant, g.relay,
                       num(median_of(g, [](const trial_result& t) { return t.cpu_relay; }), 2),
                       num(median_of(g, [](const trial_result& t) { return t.cpu_postgres; }), 2) +
@@ -237,8 +241,7 @@ std::string markdown_tables(const scenario_report& r) {
                       num(median_of(g, [](const trial_result& t) { return t.cpu_receiver; }), 2),
                       num(median_of(g, [](const trial_result& t) { return t.cpu_generator; }), 2),
                       other < 0.05 ? std::string("≈0") : num(other, 2), num(per_k, 1),
-                      g.relay == "walhook" ? mib(median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_relay_kib); }))
-                                           : "(in bench)",
+                      g.relay == "walhook" || rss_relay > 0 ? mib(rss_relay) : "(in bench)",
                       mib(median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_postgres_kib); })),
                       lag >= 0 ? fmt::format("{:.2f} ({:.2f})", lag / 1048576.0, std::max(0.0, unsent) / 1048576.0) : "—",
                       lag_s >= 0 ? num(lag_s, 2) : "—",
