@@ -34,8 +34,14 @@ namespace {
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 /// How recent the event a duplicate repeats is: one of the last this many first sends.
 constexpr std::uint32_t duplicate_window = 2000;
-/// Ladder: the schedule is kept when 99 % of a step's requests were queued this close to due.
-constexpr std::int64_t schedule_slack_us = 50'000;
+/// Ladder: the schedule is kept when 99 % of a step's requests were queued this close to due
+/// (a generator that cannot keep up falls behind by seconds; a busy machine delays a timer by tens
+/// of milliseconds, which the latency already shows).
+constexpr std::int64_t schedule_slack_us = 250'000;
+/// A keep-alive connection idle this long is opened afresh before its next request: the
+/// receiver may have closed it (walhook ingest after 10 s), and a request written into a closed
+/// connection would fail though the receiver never saw it.
+constexpr std::int64_t stale_after_us = 5'000'000;
 
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -143,7 +149,10 @@ struct ingest_load::engine {
   }
 
   /// One request on one keep-alive connection (reconnecting if it was closed).
-  asio::awaitable<void> send(beast::tcp_stream& stream, beast::flat_buffer& buffer, ingest_request& r) {
+  asio::awaitable<void> send(beast::tcp_stream& stream, beast::flat_buffer& buffer, ingest_request& r,
+                             std::int64_t& last_used_us) {
+    if (stream.socket().is_open() && now_us() - last_used_us > stale_after_us) stream.close();
+    last_used_us = now_us();
     if (!stream.socket().is_open()) {
       buffer.clear();
       stream.expires_after(o.request_timeout);
@@ -194,6 +203,7 @@ struct ingest_load::engine {
   asio::awaitable<void> connection(beast::tcp_stream& stream) {
     beast::flat_buffer buffer;
     asio::steady_timer park(io);
+    std::int64_t last_used_us = 0;
     for (;;) {
       while (queue.empty() && !scheduling_done && !abandoned) {
         park.expires_at(steady::time_point::max());
@@ -204,7 +214,7 @@ struct ingest_load::engine {
       if (queue.empty() || abandoned) co_return;
       const std::size_t k = queue.front();
       queue.pop_front();
-      co_await send(stream, buffer, load.requests_[k]);
+      co_await send(stream, buffer, load.requests_[k], last_used_us);
     }
   }
 

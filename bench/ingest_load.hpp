@@ -14,8 +14,11 @@
 //
 // Ladder mode: each step of the schedule is judged `bound` after its end: sustained when every
 // request of the step was answered 2xx within `bound` of its due time and the schedule was kept
-// (99 % of the step's requests queued within 50 ms of their due time: otherwise the generator
+// (99 % of the step's requests queued within 250 ms of their due time: otherwise the generator
 // itself, or the machine, fell behind). The first step that is not sustained ends the schedule.
+//
+// A connection idle for more than 5 s is opened afresh before it is used again (the receiver may
+// have closed it), so a stale keep-alive connection never costs a request.
 //
 // Blocking: run() drives its own io_context on the calling thread (one thread: its CPU is the
 // generator's).
