@@ -461,7 +461,8 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
     std::ofstream gp(base + "-cdf.gp");
     gp << "set terminal pngcairo size 1000,620 font 'sans,10'\n"
        << "set output '" << r.scenario << "-cdf.png'\n"
-       << "set title 'walhook-bench " << r.scenario << ": commit-to-receipt latency CDF (" << r.machine.cpus
+       << "set title 'walhook-bench " << r.scenario << ": "
+       << (r.latency_note.empty() ? "commit-to-receipt latency" : "latency (as in the report)") << " CDF (" << r.machine.cpus
        << " CPUs, pooled over runs)'\n"
        << "set logscale x\nset xlabel 'latency (ms, log scale)'\nset ylabel 'fraction of deliveries'\n"
        << "set yrange [0:1.001]\nset grid xtics ytics mxtics\nset key bottom right\n"
@@ -478,8 +479,8 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
        << "set output '" << r.scenario << "-timeline.png'\n"
        << (any_lag ? "set multiplot layout 2,1 title 'walhook-bench " + r.scenario + " (first run of each)'\n" : "")
        << "set grid\nset key top left\nset xlabel 'seconds since the load started'\n"
-       << "set ylabel 'backlog (deliveries committed − received)'\n"
-       << (any_lag ? "" : "set title 'walhook-bench " + r.scenario + ": delivery backlog (first run of each)'\n")
+       << "set ylabel '" << (r.backlog_label.empty() ? "backlog (deliveries committed − received)" : r.backlog_label) << "'\n"
+       << (any_lag ? "" : "set title 'walhook-bench " + r.scenario + ": " + (r.backlog_label.empty() ? "delivery backlog" : r.backlog_label) + " (first run of each)'\n")
        << "plot " << backlog_plots << "\n";
     if (any_lag) gp << "set ylabel 'slot lag (MiB)'\nplot " << lag_plots << "\nunset multiplot\n";
     gp.close();
