@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   choices.push_back("transient");
   run->add_option("scenario", scenario,
                   "steady | max | fanout | noisy-neighbour | recovery | custom | catchup | crash-hung | pg-restart | "
-                  "endpoint-scale | shards | nats | amqp | all (steady … recovery) | transient (catchup, crash-hung, pg-restart)")
+                  "endpoint-scale | shards | nats | amqp | ingest | all (steady … recovery) | transient (catchup, crash-hung, "
+                  "pg-restart)")
       ->required()
       ->check(CLI::IsMember(choices));
   run->add_option("--relay", relays, "Relays to compare, comma-separated: walhook, polling, notify")->capture_default_str();
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   run->add_option("--out", out_dir, "Results directory")->capture_default_str();
   run->add_option("--warmup-s", warmup_s, "Warm-up before measuring, seconds")->capture_default_str();
   run->add_option("--measure-s", measure_s, "Measured load, seconds (steady, fanout, custom)")->capture_default_str();
-  run->add_option("--payload-bytes", so.payload_bytes, "Outbox payload size")->capture_default_str();
+  run->add_option("--payload-bytes", so.payload_bytes, "Outbox payload size (ingest: each request's body)")->capture_default_str();
   run->add_option("--connections", so.connections, "Generator connections")->capture_default_str();
   run->add_option("--max-concurrency", so.max_concurrency, "Every endpoint's max_concurrency")->capture_default_str();
   run->add_option("--deadline-ms", deadline_ms, "HTTP deadline of every relay (walhook --deadline-ms)")->capture_default_str();
@@ -209,6 +210,39 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   run->add_flag("--broker-ladder,!--no-broker-ladder", so.broker_ladder, "nats, amqp: also climb the max ladder")->capture_default_str();
+  run->add_option("--ingest-rates", so.ingest_rates, "ingest: steady rates, requests/s")->delimiter(',')->capture_default_str();
+  run->add_option("--ingest-receivers", so.ingest_receivers,
+                  "ingest: receivers to compare, comma-separated: walhook, no-group-commit (walhook ingest --max-batch 1), "
+                  "naive (in the bench process)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"walhook", "no-group-commit", "naive"}));
+  run->add_option("--ingest-connections", so.ingest_connections, "ingest: the sender's keep-alive connections")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  run->add_option("--ingest-duplicates", so.ingest_duplicates,
+                  "ingest: share of requests that repeat an earlier event (same id and body: a sender's retry)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9));
+  run->add_flag("--ingest-ladder,!--no-ingest-ladder", so.ingest_ladder, "ingest: also climb the ladder (highest sustained rate)")
+      ->capture_default_str();
+  run->add_option("--ingest-ladder-rates", so.ingest_ladder_rates, "ingest: the ladder's rates, requests/s")
+      ->delimiter(',')
+      ->capture_default_str();
+  long long ingest_step_ms = so.ingest_step.count(), ingest_bound_ms = so.ingest_bound.count();
+  run->add_option("--ingest-step-ms", ingest_step_ms, "ingest: duration of each ladder step")->capture_default_str();
+  run->add_option("--ingest-bound-ms", ingest_bound_ms,
+                  "ingest: a ladder step is sustained when every request is answered 2xx within this of its due time")
+      ->capture_default_str();
+  run->add_option("--ingest-arg", so.ingest_args,
+                  "Extra `walhook ingest` flag (repeatable, both walhook receivers), e.g. --ingest-arg=--commit-sessions=4");
+  run->add_option("--naive-workers", so.naive_workers, "ingest, naive receiver: worker threads, one PostgreSQL connection each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  double naive_handler_ms = 2;
+  run->add_option("--naive-handler-ms", naive_handler_ms,
+                  "ingest, naive receiver: processing time of a new event, inside the request (ms)")
+      ->capture_default_str();
   run->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   try {
@@ -258,6 +292,9 @@ int main(int argc, char** argv) {
   so.scale_measure = milliseconds_of(scale_measure_s);
   so.scale_slow = std::chrono::milliseconds(scale_slow_ms);
   so.shard_measure = milliseconds_of(shard_measure_s);
+  so.ingest_step = std::chrono::milliseconds(ingest_step_ms);
+  so.ingest_bound = std::chrono::milliseconds(ingest_bound_ms);
+  so.naive_handler = std::chrono::microseconds(static_cast<long long>(naive_handler_ms * 1000));
   so.relays_given = run->count("--relay") > 0;
   settings.walhook_binary = walhook_binary;
   settings.deadline = std::chrono::milliseconds(deadline_ms);

@@ -190,9 +190,12 @@ std::string markdown_machine(const scenario_report& r) {
 std::string markdown_tables(const scenario_report& r) {
   auto groups = group_trials(r);
   std::string md = r.headline_markdown.empty() ? std::string() : r.headline_markdown + "\n";
-  md += "Latency is commit-to-receipt (receipt time at the receiver − commit time of the event's transaction, same "
-        "host clock), medians over runs of each run's percentile; ≥ marks percentiles reached by deliveries that "
-        "never arrived (counted as drain end − commit).\n\n";
+  md += r.latency_note.empty()
+            ? "Latency is commit-to-receipt (receipt time at the receiver − commit time of the event's transaction, same "
+              "host clock), medians over runs of each run's percentile; ≥ marks percentiles reached by deliveries that "
+              "never arrived (counted as drain end − commit).\n\n"
+            : r.latency_note + " Medians over runs of each run's percentile; ≥ marks percentiles reached by requests "
+                               "never answered (counted as drain end − due time).\n\n";
   md += "| variant | relay | runs | offered ev/s | committed ev/s | delivered/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
         "sched→receipt p99 ms | undelivered | duplicates |\n";
   md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -230,6 +233,7 @@ std::string markdown_tables(const scenario_report& r) {
     // A difference of independently sampled counters: slightly negative means none.
     double other = median_of(g, [](const trial_result& t) { return t.cpu_machine_other; });
     double lag_s = median_of(g, [](const trial_result& t) { return t.max_slot_lag_s; });
+    const double rss_relay = median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_relay_kib); });
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.variant, g.relay,
                       num(median_of(g, [](const trial_result& t) { return t.cpu_relay; }), 2),
                       num(median_of(g, [](const trial_result& t) { return t.cpu_postgres; }), 2) +
@@ -237,8 +241,7 @@ std::string markdown_tables(const scenario_report& r) {
                       num(median_of(g, [](const trial_result& t) { return t.cpu_receiver; }), 2),
                       num(median_of(g, [](const trial_result& t) { return t.cpu_generator; }), 2),
                       other < 0.05 ? std::string("≈0") : num(other, 2), num(per_k, 1),
-                      g.relay == "walhook" ? mib(median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_relay_kib); }))
-                                           : "(in bench)",
+                      g.relay == "walhook" || rss_relay > 0 ? mib(rss_relay) : "(in bench)",
                       mib(median_of(g, [](const trial_result& t) { return static_cast<double>(t.rss_postgres_kib); })),
                       lag >= 0 ? fmt::format("{:.2f} ({:.2f})", lag / 1048576.0, std::max(0.0, unsent) / 1048576.0) : "—",
                       lag_s >= 0 ? num(lag_s, 2) : "—",
@@ -458,7 +461,8 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
     std::ofstream gp(base + "-cdf.gp");
     gp << "set terminal pngcairo size 1000,620 font 'sans,10'\n"
        << "set output '" << r.scenario << "-cdf.png'\n"
-       << "set title 'walhook-bench " << r.scenario << ": commit-to-receipt latency CDF (" << r.machine.cpus
+       << "set title 'walhook-bench " << r.scenario << ": "
+       << (r.latency_note.empty() ? "commit-to-receipt latency" : "latency (as in the report)") << " CDF (" << r.machine.cpus
        << " CPUs, pooled over runs)'\n"
        << "set logscale x\nset xlabel 'latency (ms, log scale)'\nset ylabel 'fraction of deliveries'\n"
        << "set yrange [0:1.001]\nset grid xtics ytics mxtics\nset key bottom right\n"
@@ -475,8 +479,8 @@ std::vector<std::string> write_reports(const scenario_report& r, const std::stri
        << "set output '" << r.scenario << "-timeline.png'\n"
        << (any_lag ? "set multiplot layout 2,1 title 'walhook-bench " + r.scenario + " (first run of each)'\n" : "")
        << "set grid\nset key top left\nset xlabel 'seconds since the load started'\n"
-       << "set ylabel 'backlog (deliveries committed − received)'\n"
-       << (any_lag ? "" : "set title 'walhook-bench " + r.scenario + ": delivery backlog (first run of each)'\n")
+       << "set ylabel '" << (r.backlog_label.empty() ? "backlog (deliveries committed − received)" : r.backlog_label) << "'\n"
+       << (any_lag ? "" : "set title 'walhook-bench " + r.scenario + ": " + (r.backlog_label.empty() ? "delivery backlog" : r.backlog_label) + " (first run of each)'\n")
        << "plot " << backlog_plots << "\n";
     if (any_lag) gp << "set ylabel 'slot lag (MiB)'\nplot " << lag_plots << "\nunset multiplot\n";
     gp.close();

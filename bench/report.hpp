@@ -25,6 +25,10 @@ struct scenario_report {
   std::vector<trial_result> trials;
   /// Scenario-level lines for the summary (ratios against targets, the ladder, …).
   std::vector<std::string> findings;
+  /// What the latency columns measure, when not commit-to-receipt (replaces the generic sentence).
+  std::string latency_note;
+  /// The timeline's y label for trial_result::samples' backlog, when it is not deliveries.
+  std::string backlog_label;
   /// A scenario's own markdown (its headline table), printed before the generic tables.
   std::string headline_markdown;
   /// A scenario's own plots, besides the CDF and the timeline: <scenario>-<name>.png, drawn by

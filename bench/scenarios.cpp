@@ -2,6 +2,7 @@
 
 #include "bench/brokers.hpp"
 #include "bench/endpoint_scale.hpp"
+#include "bench/ingest.hpp"
 #include "bench/scenario_support.hpp"
 #include "bench/shards.hpp"
 #include "bench/transient.hpp"
@@ -424,7 +425,7 @@ scenario_report recovery(trial_runner& runner, const scenario_options& o) {
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"steady",  "max",        "fanout",     "noisy-neighbour", "recovery",
                                               "custom",  "catchup",    "crash-hung", "pg-restart", "endpoint-scale",
-                                              "shards",  "nats",       "amqp"};
+                                              "shards",  "nats",       "amqp",       "ingest"};
   return names;
 }
 
@@ -449,6 +450,7 @@ scenario_report run_scenario(const std::string& name, trial_runner& runner, cons
   if (name == "shards") return shards(runner, options);
   if (name == "nats") return broker_scenario(runner, options, delivery::sink_kind::nats);
   if (name == "amqp") return broker_scenario(runner, options, delivery::sink_kind::amqp);
+  if (name == "ingest") return ingest_scenario(runner, options);
   throw std::runtime_error("unknown scenario: " + name);
 }
 

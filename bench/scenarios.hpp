@@ -17,6 +17,9 @@
 // and the broker scenarios (bench/brokers.hpp, not part of a suite): nats (amqp to come) —
 // steady rates and the max ladder to JetStream, walhook against the polling relay publishing
 // to the same broker.
+// and ingest (bench/ingest.hpp, not part of a suite): the inbox's `walhook ingest` under signed
+// webhooks at 1,000 and 5,000 requests/s and a ladder, against one transaction per request and
+// a naive receiver.
 // and shards (bench/shards.hpp, not part of a suite): 1, 2 and 4 walhooks on one database, one
 // per shard — latency at a steady rate, time to drain a backlog, and what each walsender costs.
 // Each builds workloads, runs them through the trial runner for every relay and run
@@ -111,6 +114,18 @@ struct scenario_options {
   // nats, amqp (bench/brokers.hpp): the steady rates and the ladder, to a broker
   int broker_max_concurrency = 32;  ///< endpoints' max_concurrency: unconfirmed publishes in flight
   bool broker_ladder = true;        ///< also the max ladder
+  // ingest (bench/ingest.hpp): the inbox's HTTP ingest server
+  std::vector<double> ingest_rates{1000, 5000};   ///< requests/s of the steady trials
+  std::vector<std::string> ingest_receivers{"walhook", "no-group-commit", "naive"};
+  int ingest_connections = 64;                    ///< the sender's keep-alive connections
+  double ingest_duplicates = 0.1;                 ///< share of requests repeating an earlier event
+  bool ingest_ladder = true;                      ///< also the ladder for the highest sustained rate
+  std::vector<double> ingest_ladder_rates{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000, 12000, 14000, 16000};
+  std::chrono::milliseconds ingest_step{4000};    ///< ladder: each step this long
+  std::chrono::milliseconds ingest_bound{1000};   ///< ladder: every answer 2xx within this of its due time
+  std::vector<std::string> ingest_args;           ///< extra `walhook ingest` flags (both walhook receivers)
+  int naive_workers = 8;                          ///< naive receiver: worker threads (one connection each)
+  std::chrono::microseconds naive_handler{2000};  ///< naive receiver: processing time of a new event
   /// --relay was given: endpoint-scale runs those relays (otherwise walhook only).
   bool relays_given = false;
 };
