@@ -65,6 +65,7 @@ struct job {
   std::int64_t endpoint_id = 0;
   std::optional<std::int64_t> row_id;  ///< walhook.deliveries.id once persisted; nullopt = memory only
   int attempts = 0;                    ///< attempts already made (persisted count)
+  int deferrals = 0;                   ///< of those, answers that deferred it (migration 011)
   std::uint64_t ticket = 0;            ///< LSN tracker ticket this job still holds; 0 = none
   /// Recorded as 'sending' in walhook.deliveries while its attempt ran past the hold bound (so
   /// its ticket could be released): its outcome updates that row.

@@ -200,4 +200,26 @@ retry_decision next_attempt(int attempts_made, sys_time now, std::optional<sys_t
   return out;
 }
 
+retry_decision scheduled_attempt(int failures, sys_time now, std::span<const milliseconds> schedule,
+                                 std::optional<seconds> retry_after, const retry_policy& policy, double unit_random) {
+  retry_decision out;
+  if (failures > static_cast<int>(schedule.size())) {
+    out.give_up = true;
+    out.reason = fmt::format("quarantined after {} failed attempts (the retry schedule is spent)", failures);
+    return out;
+  }
+  const auto step = schedule[static_cast<std::size_t>(std::max(failures, 1) - 1)];
+  auto delay = duration_cast<milliseconds>(step * (0.9 + 0.2 * unit_random));
+  if (retry_after) delay = std::max<milliseconds>(delay, std::min(*retry_after, policy.retry_after_max));
+  out.next_attempt_at = now + delay;
+  return out;
+}
+
+milliseconds deferral_delay(int deferrals, std::optional<seconds> retry_after, const retry_policy& policy,
+                            double unit_random) {
+  if (retry_after) return std::min(*retry_after, policy.retry_after_max);
+  const milliseconds step = std::min<milliseconds>(milliseconds{1000LL << std::clamp(deferrals - 1, 0, 6)}, seconds{60});
+  return duration_cast<milliseconds>(step * (0.8 + 0.4 * unit_random));
+}
+
 }  // namespace walhook::delivery

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -70,5 +71,18 @@ struct retry_decision {
 retry_decision next_attempt(int attempts_made, sys_time now, std::optional<sys_time> event_created_at,
                             std::optional<std::chrono::seconds> retry_after, const retry_policy& policy,
                             double unit_random);
+
+/// After a failed attempt of a delivery whose endpoint has a retry schedule of its own (an inbox
+/// destination, migration 011): the `failures`-th failure (1-based) waits schedule[failures-1]
+/// (±10 % jitter), floored by Retry-After; past the schedule's end it gives up ("quarantined").
+retry_decision scheduled_attempt(int failures, sys_time now, std::span<const std::chrono::milliseconds> schedule,
+                                 std::optional<std::chrono::seconds> retry_after, const retry_policy& policy,
+                                 double unit_random);
+
+/// The wait after the `deferrals`-th "not yet" answer (1-based; an inbox destination's 409/425):
+/// Retry-After when the answer has one (up to retry_after_max), else 1 s, 2 s, 4 s, … at most
+/// 60 s, each with −20 %…+20 % jitter — short, since what it waits for is usually on its way.
+std::chrono::milliseconds deferral_delay(int deferrals, std::optional<std::chrono::seconds> retry_after,
+                                         const retry_policy& policy, double unit_random);
 
 }  // namespace walhook::delivery

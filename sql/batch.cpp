@@ -42,6 +42,7 @@ void put_outcome(json_writer& j, const delivery_outcome& o) {
   put_time(j, "last_attempt_at", o.last_attempt_at);
   put_int(j, "last_status", o.last_status);
   j.field("last_error", o.last_error);
+  j.field("deferrals", static_cast<std::int64_t>(o.deferrals));
 }
 
 bool is_mergeable(const upsert_delivery& u) { return u.merge_key && u.outcome.status == delivery_status::pending; }

@@ -24,6 +24,7 @@ struct claimed_delivery {
   std::int64_t row_id = 0;
   std::int64_t endpoint_id = 0;
   int attempts = 0;
+  int deferrals = 0;  ///< deliveries.deferrals (migration 011)
   std::string event_id;
   std::optional<std::string> merge_key;
   std::optional<std::string> aggregate_id;

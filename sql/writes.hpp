@@ -38,6 +38,7 @@ struct delivery_outcome {
   std::optional<system_clock::time_point> last_attempt_at;
   std::optional<int> last_status;         ///< HTTP status of the last attempt
   std::optional<std::string> last_error;  ///< readable reason of the last failure
+  int deferrals = 0;  ///< of the attempts, answers that deferred it (migration 011; written as is)
   bool operator==(const delivery_outcome&) const = default;
 };
 

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -32,6 +33,8 @@ struct source_flags {
   std::string signature_header, signature_encoding, signed_content, timestamp_header;
   std::optional<int> tolerance_s;
   std::optional<int> max_body_bytes;
+  std::optional<std::string> defer_status, retry_schedule;  ///< as given: "409,425" or "none"; "1m,5m,15m"
+  std::optional<int> max_deferrals;
   int max_concurrency = 4;
   std::string grace = "24h";
 };
@@ -55,6 +58,59 @@ void add_config_flags(CLI::App* c, source_flags& f) {
   c->add_option("--timestamp-header", f.timestamp_header, "hmac-sha256 with timestamp.body: the header of the Unix time");
   c->add_option("--tolerance-s", f.tolerance_s, "How far a signed timestamp may be from now, seconds (default 300)");
   c->add_option("--max-body-bytes", f.max_body_bytes, "Largest body accepted (default 1 MiB; 413 past it)");
+  c->add_option("--defer-status", f.defer_status,
+                "Handler answers that mean \"not yet\" (comma-separated, 400–599; none: off): retried soon, out of "
+                "their key's line, quarantined past --max-deferrals (default 409,425)");
+  c->add_option("--max-deferrals", f.max_deferrals, "Deferrals before an event is quarantined (default 12, about 7 min)");
+  c->add_option("--retry-schedule", f.retry_schedule,
+                "Waits after each failed attempt, then quarantine (comma-separated durations; default 1m,5m,15m)");
+}
+
+/// The items of a comma-separated list, blanks around them dropped.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(',', start), text.size());
+    auto item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+/// "409,425" as a PostgreSQL array literal ("none": the empty array); the statuses checked.
+std::string defer_statuses_literal(const std::string& text) {
+  if (text == "none") return "{}";
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& item : split_list(text)) {
+    int status = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), status);
+    if (ec != std::errc{} || p != item.data() + item.size() || status < 400 || status > 599)
+      throw cli_error(fmt::format("--defer-status: '{}' is not an HTTP status from 400 to 599", item));
+    out += (out.empty() ? "" : ",") + std::to_string(status);
+    ++n;
+  }
+  if (n == 0 || n > 16) throw cli_error("--defer-status takes 1 to 16 statuses, or none");
+  return "{" + out + "}";
+}
+
+/// "1m,5m,15m" as milliseconds in a PostgreSQL array literal; each 1 s to 7 d, at most 32.
+std::string retry_schedule_literal(const std::string& text) {
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& item : split_list(text)) {
+    const auto wait = parse_duration(item, "--retry-schedule");
+    if (wait < std::chrono::seconds{1} || wait > std::chrono::hours{7 * 24})
+      throw cli_error(fmt::format("--retry-schedule: {} is not from 1s to 7d", item));
+    out += (out.empty() ? "" : ",") + std::to_string(std::chrono::milliseconds(wait).count());
+    ++n;
+  }
+  if (n == 0 || n > 32) throw cli_error("--retry-schedule takes 1 to 32 durations, e.g. 1m,5m,15m");
+  return "{" + out + "}";
 }
 
 std::string secret_of(const source_flags& f) {
@@ -75,6 +131,9 @@ void check(const source_flags& f, const std::string& secret) {
   if (f.max_body_bytes && (*f.max_body_bytes < 1 || *f.max_body_bytes > 16 * 1024 * 1024))
     throw cli_error("--max-body-bytes must be 1 to 16777216 (16 MiB)");
   if (f.max_concurrency < 1 || f.max_concurrency > 1000) throw cli_error("--max-concurrency must be 1 to 1000");
+  if (f.max_deferrals && (*f.max_deferrals < 0 || *f.max_deferrals > 1000)) throw cli_error("--max-deferrals must be 0 to 1000");
+  if (f.defer_status) (void)defer_statuses_literal(*f.defer_status);
+  if (f.retry_schedule) (void)retry_schedule_literal(*f.retry_schedule);
   for (const auto* from : {&f.id_from, &f.type_from, &f.order_key})
     if (from->size() > 256) throw cli_error(fmt::format("'{}…' is longer than 256 characters", from->substr(0, 32)));
   for (const auto& url : f.destinations) operations::check_url(url);
@@ -105,11 +164,15 @@ void check(const source_flags& f, const std::string& secret) {
 void add_destination(blocking_db& db, const source_flags& f, const std::string& url, bool ordered) {
   operations::check_url(url);
   const std::string secret = delivery::generate_secret();
+  // The source's processing policies go with each destination (migration 011): they are what
+  // walhook run reads.
   auto r = db.exec(
-      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, ordering, description) "
-      "VALUES ($1, $2, $3, $4::int, $5, $6) RETURNING id",
+      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, ordering, description, "
+      "                               defer_statuses, max_deferrals, retry_schedule_ms) "
+      "SELECT $1, $2, $3, $4::int, $5, $6, nullif(s.defer_statuses, '{}'), s.max_deferrals, s.retry_schedule_ms "
+      "  FROM walhook.inbox_sources s WHERE s.name = $7 RETURNING id",
       {inbox::inbox_tenant(f.name), url, secret, std::to_string(f.max_concurrency), ordered ? "aggregate" : "none",
-       fmt::format("inbox destination of source {}", f.name)});
+       fmt::format("inbox destination of source {}", f.name), f.name});
   std::cout << fmt::format("destination: endpoint {} {}\n  secret: {}\n", r.value(0, 0), url, secret);
 }
 
@@ -125,12 +188,17 @@ int add(const source_flags& f) {
   db.exec("BEGIN");
   db.exec(
       "INSERT INTO walhook.inbox_sources (name, scheme, secret, tolerance_s, id_from, type_from, order_key_from, "
-      "signature_header, signature_encoding, signed_content, timestamp_header, max_body_bytes) "
-      "VALUES ($1, $2, $3, coalesce($4::int, 300), $5, $6, $7, $8, $9, $10, $11, coalesce($12::int, 1048576))",
+      "signature_header, signature_encoding, signed_content, timestamp_header, max_body_bytes, defer_statuses, "
+      "max_deferrals, retry_schedule_ms) "
+      "VALUES ($1, $2, $3, coalesce($4::int, 300), $5, $6, $7, $8, $9, $10, $11, coalesce($12::int, 1048576), "
+      "        coalesce($13::smallint[], '{409,425}'), coalesce($14::int, 12), coalesce($15::int[], '{60000,300000,900000}'))",
       {f.name, f.scheme, secret, f.tolerance_s ? std::optional(std::to_string(*f.tolerance_s)) : std::nullopt,
        given(f.id_from), given(f.type_from), given(f.order_key), given(f.signature_header),
        given(f.signature_encoding), given(f.signed_content), given(f.timestamp_header),
-       f.max_body_bytes ? std::optional(std::to_string(*f.max_body_bytes)) : std::nullopt});
+       f.max_body_bytes ? std::optional(std::to_string(*f.max_body_bytes)) : std::nullopt,
+       f.defer_status ? std::optional(defer_statuses_literal(*f.defer_status)) : std::nullopt,
+       f.max_deferrals ? std::optional(std::to_string(*f.max_deferrals)) : std::nullopt,
+       f.retry_schedule ? std::optional(retry_schedule_literal(*f.retry_schedule)) : std::nullopt});
   std::cout << fmt::format("source: {} ({})\nreceives: POST /in/{}\n", f.name, f.scheme, f.name);
   for (const auto& url : f.destinations) add_destination(db, f, url, !f.order_key.empty());
   db.exec("COMMIT");
@@ -174,6 +242,9 @@ source_flags merged_flags(source_flags stored, const source_flags& f) {
   if (f.tolerance_s) stored.tolerance_s = f.tolerance_s;
   if (f.max_body_bytes) stored.max_body_bytes = f.max_body_bytes;
   if (stored.signed_content != "timestamp.body") stored.timestamp_header.clear();
+  if (f.defer_status) stored.defer_status = f.defer_status;
+  if (f.max_deferrals) stored.max_deferrals = f.max_deferrals;
+  if (f.retry_schedule) stored.retry_schedule = f.retry_schedule;
   stored.destinations = f.destinations;
   stored.max_concurrency = f.max_concurrency;
   stored.database_url = f.database_url;
@@ -195,11 +266,23 @@ int update(const source_flags& f) {
       "                            ELSE now() + make_interval(secs => $3::bigint) END, "
       "  tolerance_s = $4::int, id_from = $5, type_from = $6, order_key_from = $7, signature_header = $8, "
       "  signature_encoding = $9, signed_content = $10, timestamp_header = $11, max_body_bytes = $12::int, "
-      "  updated_at = now() "
+      "  defer_statuses = coalesce($13::smallint[], defer_statuses), max_deferrals = coalesce($14::int, max_deferrals), "
+      "  retry_schedule_ms = coalesce($15::int[], retry_schedule_ms), updated_at = now() "
       "WHERE name = $1",
       {f.name, given(secret), std::to_string(grace.count()), std::to_string(*m.tolerance_s), given(m.id_from),
        given(m.type_from), given(m.order_key), given(m.signature_header), given(m.signature_encoding),
-       given(m.signed_content), given(m.timestamp_header), std::to_string(*m.max_body_bytes)});
+       given(m.signed_content), given(m.timestamp_header), std::to_string(*m.max_body_bytes),
+       m.defer_status ? std::optional(defer_statuses_literal(*m.defer_status)) : std::nullopt,
+       m.max_deferrals ? std::optional(std::to_string(*m.max_deferrals)) : std::nullopt,
+       m.retry_schedule ? std::optional(retry_schedule_literal(*m.retry_schedule)) : std::nullopt});
+  // The processing policies hold for every destination, old and new.
+  db.exec(
+      "UPDATE walhook.endpoints e SET defer_statuses = nullif(s.defer_statuses, '{}'), max_deferrals = s.max_deferrals, "
+      "       retry_schedule_ms = s.retry_schedule_ms, updated_at = now() "
+      "  FROM walhook.inbox_sources s WHERE s.name = $1 AND e.tenant_id = 'inbox:' || s.name "
+      "   AND (e.defer_statuses, e.max_deferrals, e.retry_schedule_ms) IS DISTINCT FROM "
+      "       (nullif(s.defer_statuses, '{}'), s.max_deferrals, s.retry_schedule_ms)",
+      {f.name});
   // Per-key order holds for every destination of a source with an order key, old and new.
   if (!m.order_key.empty())
     db.exec("UPDATE walhook.endpoints SET ordering = 'aggregate' WHERE tenant_id = $1 AND ordering <> 'aggregate'",
@@ -230,13 +313,17 @@ int list(const std::string& database_url) {
   auto r = db.exec(
       "SELECT s.name, s.scheme, array_to_string(array(SELECT e.id || ' ' || e.url FROM walhook.endpoints e "
       "        WHERE e.tenant_id = 'inbox:' || s.name ORDER BY e.id), ', '), "
-      "       coalesce(s.order_key_from, '-'), s.secret_grace_until IS NOT NULL AND s.secret_grace_until > now() "
+      "       coalesce(s.order_key_from, '-'), s.secret_grace_until IS NOT NULL AND s.secret_grace_until > now(), "
+      "       coalesce(nullif(array_to_string(s.defer_statuses, ','), ''), 'none'), s.max_deferrals, "
+      "       array_to_string(array(SELECT (ms / 1000) || 's' FROM unnest(s.retry_schedule_ms) ms), ',') "
       "  FROM walhook.inbox_sources s ORDER BY s.name");
   if (r.rows() == 0) std::cout << "no inbox sources (walhook inbox source add)\n";
   for (int i = 0; i < r.rows(); ++i)
-    std::cout << fmt::format("{}  scheme {}  order key {}{}\n  destinations: {}\n", r.value(i, 0), r.value(i, 1),
-                             r.value(i, 3), r.value(i, 4) == "t" ? "  (secret rotation in grace)" : "",
-                             r.value(i, 2).empty() ? "none" : r.value(i, 2));
+    std::cout << fmt::format("{}  scheme {}  order key {}{}\n  destinations: {}\n"
+                             "  defer on: {} (at most {} times)  retry schedule: {}, then quarantine\n",
+                             r.value(i, 0), r.value(i, 1), r.value(i, 3),
+                             r.value(i, 4) == "t" ? "  (secret rotation in grace)" : "",
+                             r.value(i, 2).empty() ? "none" : r.value(i, 2), r.value(i, 5), r.value(i, 6), r.value(i, 7));
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `walhook status`: per endpoint its pending, sending and dead rows, oldest pending age and
 // failures, worst first (the console's order: operations::endpoint_statuses); with --admin-url also the running walhook's live queued and in_flight
-// (relay/cli/admin_client.hpp); then the slot incidents and backfills (walhook.recoveries).
+// (relay/cli/admin_client.hpp); then the slot incidents and backfills (walhook.recoveries), the
+// bridged outbox tables and the inbox's sources.
 
 #include "common/json_writer.hpp"
 #include "delivery/url.hpp"
@@ -216,6 +217,34 @@ SELECT source, coalesce(tenant, '(column ' || (columns->>'tenant') || ')'), colu
   for (int i = 0; i < b.rows(); ++i) std::cout << line(b.value(i, 0), b.value(i, 1), b.value(i, 2));
 }
 
+/// The inbox's sources (docs/inbox.md): requests received (rows kept), duplicates answered,
+/// reused ids refused, events deferred now (waiting for a predecessor), quarantined (dead
+/// deliveries to its destinations) and the latest error of those. Nothing if there is no source,
+/// or the role may not read them.
+void print_sources(blocking_db& db) {
+  if (db.exec("SELECT has_table_privilege(to_regclass('walhook.inbox_sources'), 'SELECT')").value(0, 0) != "t") return;
+  auto r = db.exec(R"sql(
+SELECT s.name,
+       (SELECT count(*) FROM walhook.inbox i WHERE i.source = s.name),
+       (SELECT coalesce(sum(i.duplicates), 0) FROM walhook.inbox i WHERE i.source = s.name),
+       (SELECT count(*) FROM walhook.inbox_key_reuse k WHERE k.source = s.name),
+       count(*) FILTER (WHERE d.status = 'pending' AND d.deferrals > 0),
+       count(*) FILTER (WHERE d.status = 'dead'),
+       (array_agg(d.last_error ORDER BY d.updated_at DESC) FILTER (WHERE d.status IN ('pending', 'dead')
+                                                                   AND d.last_error IS NOT NULL))[1]
+  FROM walhook.inbox_sources s
+  LEFT JOIN walhook.endpoints e ON e.tenant_id = 'inbox:' || s.name
+  LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id
+ GROUP BY s.name ORDER BY s.name)sql");
+  if (r.rows() == 0) return;
+  const auto line = [](const auto&... v) { return fmt::format("{:<20} {:>9} {:>10} {:>10} {:>8} {:>11}  {}\n", v...); };
+  std::cout << "\ninbox sources (walhook ingest; quarantined: dead deliveries to their destinations, walhook replay):\n"
+            << line("source", "received", "duplicates", "key_reused", "deferred", "quarantined", "last_error");
+  for (int i = 0; i < r.rows(); ++i)
+    std::cout << line(r.value(i, 0), r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5),
+                      r.is_null(i, 6) ? std::string("-") : delivery::cap_text(std::string(r.value(i, 6))));
+}
+
 /// One row per endpoint, worst first as the console shows them (operations::endpoint_statuses).
 /// `pending`/`sending`/`dead` are rows of walhook.deliveries ('sending': claimed attempts and
 /// attempts past --max-hold-ms that walhook recorded; one that ends within the hold bound never
@@ -236,6 +265,7 @@ int status(const status_args& a) {
                  "--admin-listen; env WALHOOK_ADMIN_URL) to show them\n";
   print_recoveries(db);
   print_bridges(db);
+  print_sources(db);
   return 0;
 }
 

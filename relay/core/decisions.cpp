@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace walhook::relay {
 
 namespace {
@@ -23,6 +25,54 @@ std::optional<std::chrono::milliseconds> delay_until(std::optional<sys_time> at,
 sql::delivery_outcome attempted(sql::delivery_status status, int attempts, std::optional<sys_time> next_at,
                                 sys_time now, std::optional<int> last_status, std::optional<std::string> last_error) {
   return {status, attempts, delay_until(next_at, now), now, last_status, std::move(last_error)};
+}
+
+/// After a failed attempt: the endpoint's retry schedule if it has one (deferrals do not count),
+/// else the backoff, bounded by the event's age (max_age) by walhook's clock (outbox.stored_at),
+/// never the application's created_at; unknown: no bound. Clamped, never cast with overflow.
+delivery::retry_decision next_attempt(const delivery::job& j, const endpoint& ep, const delivery::attempt_outcome& outcome,
+                                      sys_time now, double unit_random, const outcome_policy& policy) {
+  const int attempts = j.attempts + 1;
+  if (!ep.retry_schedule.empty())
+    return delivery::scheduled_attempt(attempts - j.deferrals, now, ep.retry_schedule, outcome.retry_after, policy.retry,
+                                       unit_random);
+  std::optional<sys_time> stored_at;
+  if (auto stored = parse_pg_timestamptz(j.ev->stored_at)) stored_at = clamp_to_system_clock(*stored, now);
+  return delivery::next_attempt(attempts, now, stored_at, outcome.retry_after, policy.retry, unit_random);
+}
+
+/// The answer means "not yet" for this endpoint (a removed one gets no second attempt anyway).
+bool defers(const endpoint& ep, std::optional<int> status) {
+  return !ep.retired && status &&
+         std::find(ep.defer_statuses.begin(), ep.defer_statuses.end(), *status) != ep.defer_statuses.end();
+}
+
+/// A "not yet" answer (ep.defer_statuses): the delivery waits a short while and steps out of its
+/// aggregate's line (claims let the later events of its key pass it: migration 011); it is no
+/// failure of the endpoint (the breaker does not count it) and does not spend the retry budget.
+/// Past ep.max_deferrals it ends dead, quarantined with the reason.
+decision defer(const delivery::job& j, const endpoint& ep, const delivery::breaker_state& breaker,
+               const delivery::attempt_outcome& outcome, sys_time now, double unit_random,
+               const outcome_policy& policy, decision d) {
+  const int attempts = j.attempts + 1;
+  const int deferrals = j.deferrals + 1;
+  d.what = fate::write;
+  d.deferred = true;
+  d.last_error = outcome.error;
+  if (deferrals > ep.max_deferrals) {
+    d.result = verdict::dead;
+    d.record = attempted(sql::delivery_status::dead, attempts, std::nullopt, now, d.last_status,
+                         fmt::format("quarantined: deferred {} times (the limit is {}): {}", deferrals,
+                                     ep.max_deferrals, outcome.error));
+  } else {
+    d.result = verdict::retry;
+    const auto delay = delivery::deferral_delay(deferrals, outcome.retry_after, policy.retry, unit_random);
+    d.record = attempted(sql::delivery_status::pending, attempts, now + delay, now, d.last_status,
+                         fmt::format("deferred ({} of {}): {}", deferrals, ep.max_deferrals, outcome.error));
+  }
+  d.record.deferrals = deferrals;
+  d.breaker = breaker;
+  return d;
 }
 
 }  // namespace
@@ -72,6 +122,8 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
   const int attempts = j.attempts + 1;
   const std::optional<int> status = outcome.status ? std::optional<int>(outcome.status) : std::nullopt;
   d.last_status = status;
+  if (outcome.kind != delivery::verdict::delivered && defers(ep, status))
+    return defer(j, ep, breaker, outcome, now, unit_random, policy, std::move(d));
   switch (outcome.kind) {
     case delivery::verdict::delivered: {
       d.result = verdict::delivered;
@@ -109,11 +161,7 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
     d.record = attempted(sql::delivery_status::dead, attempts, std::nullopt, now, status, "endpoint removed: " + outcome.error);
     return d;
   }
-  // The event's age bounds its retries (max_age), by walhook's clock (outbox.stored_at), never the
-  // application's created_at; unknown: no bound. Clamped, never cast with overflow.
-  std::optional<sys_time> stored_at;
-  if (auto stored = parse_pg_timestamptz(j.ev->stored_at)) stored_at = clamp_to_system_clock(*stored, now);
-  auto next = delivery::next_attempt(attempts, now, stored_at, outcome.retry_after, policy.retry, unit_random);
+  auto next = next_attempt(j, ep, outcome, now, unit_random, policy);
   auto action = delivery::record_failure(d.breaker, now, policy.breaker);
   // Retry-After speaks for the endpoint, not just this delivery: nothing is sent to it before
   // then (the pause ends like a breaker pause, with one probe round).

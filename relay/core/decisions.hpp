@@ -88,6 +88,7 @@ struct decision {
   bool retry_after = false;              ///< the endpoint's Retry-After set (or moved) the pause
   bool spill_queue = false;              ///< aggregate order: queued work follows the failed delivery
   bool recovered = false;                ///< a paused endpoint's breaker closed
+  bool deferred = false;                 ///< a "not yet" answer (endpoint.defer_statuses): no failure
   bool operator==(const decision&) const = default;
 };
 
@@ -96,7 +97,10 @@ struct decision {
 /// disabled; 413 → dead; anything else → for a retired endpoint dead ("endpoint removed: …",
 /// no breaker), otherwise retry with backoff and jitter (`unit_random` ∈ [0, 1)), floored by
 /// Retry-After (which also pauses the endpoint), or dead after max_attempts / max_age; the
-/// breaker counts the failure and may pause or disable the endpoint.
+/// breaker counts the failure and may pause or disable the endpoint. An endpoint with policies of
+/// its own (an inbox destination, migration 011): a status in defer_statuses defers the delivery
+/// (a short wait, no failure, quarantined — dead — past max_deferrals), and a retry schedule
+/// replaces the backoff (dead once spent; deferrals do not count).
 decision decide(const delivery::job& j, const endpoint& ep, const delivery::breaker_state& breaker,
                 const delivery::attempt_outcome& outcome, sys_time now, double unit_random,
                 const outcome_policy& policy);

@@ -85,6 +85,7 @@ void delivery_families(exposition& x, const metrics_snapshot& s) {
   x.counter("walhook_attempts_total", "Delivery attempts made.", d.attempts);
   x.counter("walhook_delivered_total", "Deliveries that got a 2xx.", d.delivered);
   x.counter("walhook_failed_attempts_total", "Attempts that failed.", d.failed_attempts);
+  x.counter("walhook_deferred_total", "Attempts answered \"not yet\" (an inbox destination's defer status).", d.deferred);
   x.counter("walhook_dead_total", "Deliveries that ended dead.", d.dead);
   x.counter("walhook_spilled_total", "Deliveries persisted as pending.", d.spilled);
   x.counter("walhook_merged_total", "Deliveries replaced by a newer one with the same merge key.", d.merged);

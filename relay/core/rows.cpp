@@ -137,6 +137,43 @@ void resolve_endpoint(endpoint& e) {
   }
 }
 
+namespace {
+
+/// The items of a PostgreSQL integer array ("{409,425}"); empty if any is not an integer.
+std::vector<std::int64_t> int_array(std::optional<std::string_view> s) {
+  std::vector<std::int64_t> out;
+  const auto items = s ? parse_text_array(*s) : std::nullopt;
+  if (!items) return out;
+  for (const auto& item : *items) {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc{} || p != item.data() + item.size()) return {};
+    out.push_back(v);
+  }
+  return out;
+}
+
+/// The columns of migration 011 (an inbox destination's deferral and retry schedule); a value
+/// walhook cannot read leaves that policy off. `take(column, assign)` as in endpoint_from_row.
+template <class Take>
+void take_processing_policies(Take& take, endpoint& e) {
+  take("defer_statuses", [&](std::optional<std::string_view> s) {
+    e.defer_statuses.clear();
+    for (auto v : int_array(s)) e.defer_statuses.push_back(static_cast<int>(v));
+  });
+  take("max_deferrals", [&](std::optional<std::string_view> s) {
+    int n = 0;
+    if (s) std::from_chars(s->data(), s->data() + s->size(), n);
+    e.max_deferrals = std::max(0, n);
+  });
+  take("retry_schedule_ms", [&](std::optional<std::string_view> s) {
+    e.retry_schedule.clear();
+    for (auto v : int_array(s)) e.retry_schedule.emplace_back(std::max<std::int64_t>(v, 0));
+  });
+}
+
+}  // namespace
+
 boost::system::result<endpoint> endpoint_from_row(const row_view& row, const endpoint* previous,
                                                   const row_view* old_row, std::string* why) {
   endpoint e;
@@ -204,6 +241,7 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
     if (s && std::from_chars(s->data(), s->data() + s->size(), id).ec == std::errc{}) e.contact_endpoint_id = id;
     else e.contact_endpoint_id.reset();
   });
+  take_processing_policies(take, e);
   if (!missing.empty()) {
     if (why) *why = "column " + missing + " is unchanged in the stream and walhook has no earlier value of it";
     return std::make_error_code(std::errc::invalid_argument);

@@ -89,6 +89,13 @@ struct endpoint {
   /// created it. An event whose transaction is visible in it had committed before the endpoint
   /// existed and is not routed to it (exists_for). Empty: created before migration 008.
   std::optional<pg_snapshot> created_snapshot;
+  /// walhook.endpoints.defer_statuses / max_deferrals / retry_schedule_ms (migration 011; an inbox
+  /// destination's, copied from its source): an answer with one of these statuses defers the
+  /// delivery (relay/core/decisions.hpp, decide), at most max_deferrals times; other failures are
+  /// retried after each retry schedule entry in turn, then end dead. Empty: none, walhook's backoff.
+  std::vector<int> defer_statuses;
+  int max_deferrals = 0;
+  std::vector<std::chrono::milliseconds> retry_schedule;
   std::string config_error;  ///< non-empty: URL or secret unusable
   /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
   /// work routed before the removal gets one attempt each — a failure ends dead, never retried.

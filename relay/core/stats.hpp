@@ -33,6 +33,7 @@ struct dispatcher_stats {
   std::uint64_t attempts = 0;
   std::uint64_t delivered = 0;
   std::uint64_t failed_attempts = 0;
+  std::uint64_t deferred = 0;  ///< attempts answered "not yet" (an inbox destination's 409/425)
   std::uint64_t dead = 0;
   std::uint64_t spilled = 0;            ///< deliveries written pending (spilled, failed, paused)
   std::uint64_t merged = 0;             ///< deliveries replaced by a newer one with the same merge key

@@ -86,6 +86,8 @@ void dispatcher::queue(job j) {
 }
 
 void dispatcher::write(job j, sql::delivery_outcome record) {
+  // Deferrals only grow (decide() counts one more); a spill or a dead end keeps the count.
+  record.deferrals = std::max(record.deferrals, j.deferrals);
   const bool pending = record.status == sql::delivery_status::pending;
   const bool owned = j.row_id || j.marked;
   if (pending) {
@@ -161,6 +163,8 @@ void dispatcher::apply(job j, const decision& d) {
   if (d.result == verdict::delivered) {
     ++stats_.delivered;
     if (auto* c = counters_of(id)) ++c->delivered;
+  } else if (d.deferred) {
+    ++stats_.deferred;
   } else {
     ++stats_.failed_attempts;
   }
@@ -189,7 +193,7 @@ void dispatcher::apply(job j, const decision& d) {
   // gets its own retry row and schedule instead (the breaker stops the reading meanwhile): an
   // event that fails alone never blocks the cursor, and no failure is retried without backoff.
   const bool endpoint_failing =
-      d.result == verdict::retry && !j.drained && d.breaker.consecutive_failures >= failures_to_follow;
+      d.result == verdict::retry && !d.deferred && !j.drained && d.breaker.consecutive_failures >= failures_to_follow;
   if (d.what != fate::write) release(j);
   else if (!(endpoint_failing && try_follow(j, "failing: " + d.last_error.value_or("")))) write(std::move(j), d.record);
   if (d.recovered) log::info("endpoint.recovered", {{"endpoint_id", id}});

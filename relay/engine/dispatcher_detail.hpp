@@ -63,6 +63,7 @@ inline delivery::job job_of(const sql::claimed_delivery& c, std::shared_ptr<cons
   j.endpoint_id = c.endpoint_id;
   j.row_id = c.row_id;
   j.attempts = c.attempts;
+  j.deferrals = c.deferrals;
   j.enqueued_at = now;
   return j;
 }

@@ -357,7 +357,7 @@ WITH candidates AS (
                        ORDER BY c2.commit_lsn DESC NULLS LAST, c2.id DESC LIMIT 1))
 )
 UPDATE walhook.deliveries d
-   SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
+   SET status = 'pending', attempts = 0, deferrals = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
        updated_at = now()
   FROM candidates c
  WHERE d.id = c.id AND c.id NOT IN (SELECT id FROM blocked)
@@ -427,7 +427,7 @@ INSERT INTO walhook.deliveries AS d
   (endpoint_id, event_id, aggregate_id, merge_key, status, attempts, next_attempt_at, event_created_at)
 VALUES ($1, $2::uuid, $3, $4, 'pending', 0, now(), $5::timestamptz)
 ON CONFLICT (endpoint_id, event_id) DO UPDATE
-   SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
+   SET status = 'pending', attempts = 0, deferrals = 0, next_attempt_at = now(), last_error = NULL, last_status = NULL,
        delivered_at = NULL, updated_at = now(),
        created_at = CASE WHEN d.created_at < $6::timestamptz THEN now() ELSE d.created_at END)sql";
   try {

@@ -4,7 +4,8 @@
 -- slot replays events committed before the removal, and the removal itself, in order. (A copy
 -- has no contact endpoint: walhook announces nothing to a removed endpoint's contact; nor a
 -- creation snapshot: every event it was owed before its removal still reaches it; and its
--- secret_grace_until: each of its secrets signs what is left for it.)
+-- secret_grace_until: each of its secrets signs what is left for it; nor its inbox policies: it
+-- gets one attempt per delivery, never a retry.)
 -- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), the endpoints of
 -- this shard's tenants only.
 WITH removed AS (
@@ -13,12 +14,14 @@ WITH removed AS (
    ORDER BY id, removal_id
 )
 SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
-       NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot, NULL::timestamptz AS secret_grace_until
+       NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot, NULL::timestamptz AS secret_grace_until,
+       NULL::smallint[] AS defer_statuses, NULL::integer AS max_deferrals, NULL::integer[] AS retry_schedule_ms
   FROM removed
  WHERE $1::int <= 1 OR (hashtext(tenant_id) & 2147483647) % $1::int = $2::int
 UNION ALL
 SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering,
-       e.contact_endpoint_id, e.created_snapshot::text AS created_snapshot, e.secret_grace_until
+       e.contact_endpoint_id, e.created_snapshot::text AS created_snapshot, e.secret_grace_until,
+       e.defer_statuses, e.max_deferrals, e.retry_schedule_ms
   FROM walhook.endpoints e
  WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = e.id)
    AND ($1::int <= 1 OR (hashtext(e.tenant_id) & 2147483647) % $1::int = $2::int)

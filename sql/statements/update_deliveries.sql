@@ -5,7 +5,8 @@
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
     ord int, id bigint, endpoint_id bigint, event_id uuid, status text, attempts int,
-    next_attempt_in_ms bigint, last_attempt_at timestamptz, last_status int, last_error text)
+    next_attempt_in_ms bigint, last_attempt_at timestamptz, last_status int, last_error text,
+    deferrals int)
 ), target AS (
   SELECT i.ord, d.id, d.endpoint_id, d.merge_key, d.commit_lsn, i.status
     FROM input i JOIN walhook.deliveries d ON d.id = i.id
@@ -41,6 +42,7 @@ WITH input AS (
 UPDATE walhook.deliveries d
    SET status = i.status, attempts = i.attempts, next_attempt_at = now() + make_interval(secs => i.next_attempt_in_ms / 1000.0),
        last_attempt_at = i.last_attempt_at, last_status = i.last_status, last_error = i.last_error,
+       deferrals = coalesce(i.deferrals, d.deferrals),
        delivered_at = CASE WHEN i.status = 'delivered' THEN coalesce(i.last_attempt_at, now()) ELSE d.delivered_at END,
        updated_at = now()
   FROM target t JOIN input i ON i.ord = t.ord

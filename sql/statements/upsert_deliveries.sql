@@ -7,7 +7,7 @@ WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(
     ord int, endpoint_id bigint, event_id uuid, aggregate_id text, merge_key text, status text,
     attempts int, next_attempt_in_ms bigint, last_attempt_at timestamptz, last_status int,
-    last_error text, event_created_at timestamptz, commit_lsn pg_lsn)
+    last_error text, event_created_at timestamptz, commit_lsn pg_lsn, deferrals int)
 ), merged AS (
   UPDATE walhook.deliveries d
      SET event_id = i.event_id, aggregate_id = i.aggregate_id, event_created_at = i.event_created_at,
@@ -30,15 +30,15 @@ WITH input AS (
 )
 INSERT INTO walhook.deliveries AS d
   (endpoint_id, event_id, aggregate_id, merge_key, status, attempts, next_attempt_at,
-   last_attempt_at, last_status, last_error, event_created_at, commit_lsn, delivered_at)
+   last_attempt_at, last_status, last_error, event_created_at, commit_lsn, delivered_at, deferrals)
 SELECT endpoint_id, event_id, aggregate_id, merge_key, status, attempts,
        now() + make_interval(secs => next_attempt_in_ms / 1000.0), last_attempt_at, last_status, last_error, event_created_at, commit_lsn,
-       CASE WHEN status = 'delivered' THEN coalesce(last_attempt_at, now()) END
+       CASE WHEN status = 'delivered' THEN coalesce(last_attempt_at, now()) END, coalesce(deferrals, 0)
   FROM input i
  WHERE i.ord NOT IN (SELECT ord FROM merged) AND i.ord NOT IN (SELECT ord FROM superseded)
 ON CONFLICT (endpoint_id, event_id) DO UPDATE
    SET status = excluded.status, attempts = greatest(d.attempts, excluded.attempts),
        next_attempt_at = excluded.next_attempt_at, last_attempt_at = excluded.last_attempt_at,
        last_status = excluded.last_status, last_error = excluded.last_error,
-       delivered_at = excluded.delivered_at, updated_at = now()
+       delivered_at = excluded.delivered_at, deferrals = greatest(d.deferrals, excluded.deferrals), updated_at = now()
  WHERE d.status = 'pending' OR (excluded.status = 'delivered' AND d.status <> 'delivered')

@@ -108,7 +108,12 @@ TEST_CASE("walhook_migrator migrates a new database; the other roles run walhook
   for (const char* sql : {"SELECT count(*) FROM walhook.endpoint_cursors", "SELECT count(*) FROM walhook.dead_ranges",
                           "INSERT INTO walhook.endpoint_cursors (endpoint_id, tenant_id, covered, reason) "
                           "VALUES (1, 't', pg_current_snapshot(), 'x')",
-                          "DELETE FROM walhook.endpoint_cursors"}) {
+                          "DELETE FROM walhook.endpoint_cursors",
+                          // Inbox processing (migration 011): the application cannot make an endpoint
+                          // defer (or retry) what it is told, nor reset an event's deferrals.
+                          "UPDATE walhook.endpoints SET defer_statuses = '{500}', max_deferrals = 1000",
+                          "UPDATE walhook.inbox_sources SET retry_schedule_ms = '{100}'",
+                          "UPDATE walhook.deliveries SET deferrals = 0"}) {
     CAPTURE(sql);
     CHECK_THROWS_WITH(app.exec(sql), doctest::Contains("permission denied"));
   }

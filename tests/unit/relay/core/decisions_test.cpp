@@ -268,3 +268,59 @@ TEST_CASE("spill_record: pending, due now unless told otherwise, attempts unchan
   CHECK(later.next_attempt_in == 5s);
   CHECK(later.last_error == "why");
 }
+
+TEST_CASE("decide: an inbox destination's \"not yet\" defers, out of line and without a failure, then quarantines") {
+  auto ep = active_endpoint(true);
+  ep.defer_statuses = {409, 425};
+  ep.max_deferrals = 2;
+  outcome_policy policy;
+  delivery::breaker_state breaker;
+  breaker.consecutive_failures = 3;  // failures of other events: a deferral leaves them as they are
+  auto j = make_job({}, 11, 100, 4);
+  j.deferrals = 1;
+  const auto d = decide(j, ep, breaker, outcome(delivery::verdict::retry, 409, "HTTP 409"), now, 0.5, policy);
+  CHECK(d.result == verdict::retry);
+  CHECK(d.deferred);
+  CHECK(d.what == fate::write);
+  CHECK(d.record.status == sql::delivery_status::pending);
+  CHECK(d.record.attempts == 5);
+  CHECK(d.record.deferrals == 2);
+  CHECK(d.record.next_attempt_in == 2000ms);  // the second deferral: 2 s, jitter 0 at 0.5
+  CHECK(d.record.last_error == "deferred (2 of 2): HTTP 409");
+  CHECK(d.breaker == breaker);
+  CHECK_FALSE(d.write_health);
+  CHECK_FALSE(d.spill_queue);  // its key's later events are not sent to wait behind it
+  CHECK_FALSE(d.paused_until);
+  // A Retry-After on the answer is the wait, and pauses nothing (other keys go on).
+  const auto later = decide(make_job({}, 11), ep, breaker, outcome(delivery::verdict::retry, 425, "HTTP 425", 30s), now,
+                            0.5, policy);
+  CHECK(later.record.next_attempt_in == 30000ms);
+  CHECK_FALSE(later.paused_until);
+  // One more than the limit: quarantined, dead with the reason.
+  j.deferrals = 2;
+  const auto q = decide(j, ep, breaker, outcome(delivery::verdict::retry, 409, "HTTP 409"), now, 0.5, policy);
+  CHECK(q.result == verdict::dead);
+  CHECK(q.record.status == sql::delivery_status::dead);
+  CHECK(q.record.deferrals == 3);
+  CHECK(q.record.last_error == "quarantined: deferred 3 times (the limit is 2): HTTP 409");
+  // Another status is a failure as for any endpoint; without defer statuses 409 is one too.
+  CHECK_FALSE(decide(j, ep, breaker, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5, policy).deferred);
+  CHECK_FALSE(decide(j, active_endpoint(true), breaker, outcome(delivery::verdict::retry, 409, "HTTP 409"), now, 0.5, policy)
+                  .deferred);
+}
+
+TEST_CASE("decide: a retry schedule of its own replaces the backoff; deferrals do not spend it; spent is quarantined") {
+  auto ep = active_endpoint();
+  ep.retry_schedule = {60s, 300s};
+  outcome_policy policy;
+  auto j = make_job({}, 11, 100, 3);
+  j.deferrals = 2;  // 3 attempts so far, 2 of them deferred: this failure is the 2nd
+  auto d = decide(j, ep, {}, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5, policy);
+  CHECK(d.result == verdict::retry);
+  CHECK(d.record.next_attempt_in == 300000ms);  // schedule[1], jitter 0 at 0.5
+  CHECK(d.breaker.consecutive_failures == 1);  // a failure counts for the breaker as usual
+  j.attempts = 4;
+  d = decide(j, ep, {}, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5, policy);
+  CHECK(d.result == verdict::dead);
+  CHECK(d.record.last_error == "quarantined after 3 failed attempts (the retry schedule is spent): HTTP 500");
+}

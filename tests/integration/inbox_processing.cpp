@@ -1,0 +1,157 @@
+// Processing the inbox (issue 21, migration 011): a handler that answers "not yet" (409/425)
+// defers an event out of its key's line, so the predecessor it waits for gets through; a key
+// whose predecessor never comes is quarantined after the deferral limit while other keys flow;
+// a poison event is quarantined when its retry schedule is spent and replayed after a fix.
+// Real PostgreSQL, `walhook ingest` and `walhook run` as processes, the receiver as the handler.
+
+#include "tests/integration/inbox_support.hpp"
+
+#include <algorithm>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+using namespace walhook::test::inbox;
+
+namespace {
+
+/// The handler's answers on `path`, in arrival order, as "type:status" (e.g. "order.shipped:409").
+std::vector<std::string> answers(inbox_setup& s, const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& r : s.received(path, 0)) {
+    const auto at = r.body.find(R"("type": ")");
+    const auto type = at == std::string::npos ? std::string("?") : r.body.substr(at + 9, r.body.find('"', at + 9) - at - 9);
+    out.push_back(fmt::format("{}:{}", type, r.status));
+  }
+  return out;
+}
+
+std::ptrdiff_t position(const std::vector<std::string>& v, const std::string& item) {
+  auto it = std::find(v.begin(), v.end(), item);
+  return it == v.end() ? -1 : it - v.begin();
+}
+
+}  // namespace
+
+TEST_CASE("out of order: 'shipped' before 'paid' is deferred, 'paid' passes it, both are applied in order") {
+  inbox_setup s("inbox_defer");
+  s.add_source("shop", {"--order-key", "/data/order", "--retry-schedule", "1s"});
+  // The handler cannot apply 'shipped' before 'paid': it answers 409 (not yet) the first two times.
+  relay::receiver_behaviour handler;
+  handler.fail_marker = "order.shipped";
+  handler.fail_times = 2;
+  handler.fail_status = 409;
+  s.rcv->set_behaviour("/shop", handler);
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  const auto shipped = event_body("order.shipped", "o1");
+  REQUIRE(post(port, "/in/shop", s.partner.headers("evt_shipped", shipped), shipped).status == 200);
+  // The first 409: 'shipped' is deferred; its predecessor arrives only now.
+  REQUIRE(test::eventually([&] { return s.received("/shop", 409).size() == 1; }, 20s));
+  const auto paid = event_body("order.paid", "o1");
+  REQUIRE(post(port, "/in/shop", s.partner.headers("evt_paid", paid), paid).status == 200);
+  const auto other = event_body("order.paid", "o2");
+  REQUIRE(post(port, "/in/shop", s.partner.headers("evt_other", other), other).status == 200);
+
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/shop").size() == 3; }, 30s), walhook.log_tail());
+  const auto seen = answers(s, "/shop");
+  INFO(fmt::format("{}", fmt::join(seen, ", ")));
+  // Applied in order: 'paid' of o1 was not held behind the deferred 'shipped' of o1.
+  CHECK(position(seen, "order.paid:200") >= 0);
+  CHECK(position(seen, "order.paid:200") < position(seen, "order.shipped:200"));
+  CHECK(std::count(seen.begin(), seen.end(), "order.shipped:409") == 2);
+  // Two deferrals, no failure: the delivery is done, its deferrals counted, the breaker untouched.
+  CHECK(s.value("SELECT d.status || ' ' || d.attempts || ' ' || d.deferrals FROM walhook.deliveries d "
+                "JOIN walhook.outbox o ON o.id = d.event_id WHERE o.payload->>'event_id' = 'evt_shipped'") ==
+        "delivered 3 2");
+  CHECK(s.value("SELECT coalesce(max(consecutive_failures), 0) FROM walhook.endpoint_health") == "0");
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("a key whose predecessor never arrives is quarantined after the deferral limit; other keys are not held up") {
+  inbox_setup s("inbox_quarantine_key");
+  s.add_source("carrier", {"--order-key", "/data/order", "--max-deferrals", "2", "--retry-schedule", "1s"});
+  relay::receiver_behaviour handler;  // 'refunded' waits for a 'paid' that never comes
+  handler.fail_marker = "order.refunded";
+  handler.fail_times = 1000;
+  handler.fail_status = 425;
+  s.rcv->set_behaviour("/carrier", handler);
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  const auto refunded = event_body("order.refunded", "o5");
+  REQUIRE(post(port, "/in/carrier", s.partner.headers("evt_refund", refunded), refunded).status == 200);
+  REQUIRE(test::eventually([&] { return s.received("/carrier", 425).size() == 1; }, 20s));
+  // Later events of the same key and of other keys flow while it waits.
+  for (int i = 0; i < 5; ++i) {
+    const auto body = event_body("order.note", i == 0 ? "o5" : "o6", i);
+    REQUIRE(post(port, "/in/carrier", s.partner.headers(fmt::format("evt_note_{}", i), body), body).status == 200);
+  }
+  CHECK_MESSAGE(test::eventually([&] { return s.received("/carrier").size() == 5; }, 20s), walhook.log_tail());
+  CHECK(s.received("/carrier", 425).size() < 3);  // they did not wait for the quarantine
+
+  // Deferred twice (the limit), then quarantined: dead, with the reason; no endpoint failure.
+  const std::string row = "SELECT d.status || ' ' || d.deferrals || ' ' || d.last_error FROM walhook.deliveries d "
+                          "JOIN walhook.outbox o ON o.id = d.event_id WHERE o.payload->>'event_id' = 'evt_refund'";
+  REQUIRE_MESSAGE(test::eventually([&] { return s.value(row).rfind("dead", 0) == 0; }, 30s), s.value(row));
+  CHECK(s.value(row).find("dead 3 quarantined: deferred 3 times (the limit is 2): HTTP 425") == 0);
+  CHECK(s.received("/carrier", 425).size() == 3);
+  CHECK(s.value("SELECT coalesce(max(consecutive_failures), 0) FROM walhook.endpoint_health") == "0");
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("poison: an event its handler always fails is quarantined when its retry schedule is spent, replayed after a fix") {
+  inbox_setup s("inbox_poison");
+  relay::receiver_behaviour handler;  // a handler bug this one event hits
+  handler.fail_marker = "poison";
+  handler.fail_times = 1000;
+  handler.fail_status = 500;
+  s.rcv->set_behaviour("/billing", handler);
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  // Added while walhook runs: its destination's policies come through the stream.
+  s.add_source("billing", {"--retry-schedule", "1s,1s"});
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+
+  const auto bad = event_body("invoice.poison", "i1");
+  const auto good = event_body("invoice.paid", "i2");
+  REQUIRE(post(port, "/in/billing", s.partner.headers("evt_bad", bad), bad).status == 200);
+  REQUIRE(post(port, "/in/billing", s.partner.headers("evt_good", good), good).status == 200);
+  CHECK(test::eventually([&] { return s.received("/billing").size() == 1; }, 20s));
+
+  const std::string row = "SELECT d.id || ' ' || d.status || ' ' || d.attempts || ' ' || d.last_error "
+                          "FROM walhook.deliveries d JOIN walhook.outbox o ON o.id = d.event_id "
+                          "WHERE o.payload->>'event_id' = 'evt_bad'";
+  REQUIRE_MESSAGE(test::eventually([&] { return s.value(row).find(" dead ") != std::string::npos; }, 30s), s.value(row));
+  const auto quarantined = s.value(row);
+  CHECK(quarantined.find(" dead 3 quarantined after 3 failed attempts (the retry schedule is spent): HTTP 500") !=
+        std::string::npos);
+  CHECK(s.received("/billing", 500).size() == 3);
+  // walhook status shows the source: 2 received, 1 quarantined, and why.
+  std::string out;
+  REQUIRE(test::run_walhook({"status", "--database-url", s.url}, out) == 0);
+  INFO(out);
+  CHECK(std::regex_search(out, std::regex(R"(\nbilling +2 +0 +0 +0 +1  quarantined after 3 failed attempts)")));
+
+  // The handler is fixed; the operator replays the quarantined event: it is applied once, with
+  // the webhook-id it had (the handler dedupes by it).
+  s.rcv->set_behaviour("/billing", {});
+  const auto delivery_id = quarantined.substr(0, quarantined.find(' '));
+  REQUIRE(test::run_walhook({"replay", "--database-url", s.url, "--delivery", delivery_id}, out) == 0);
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/billing").size() == 2; }, 20s), walhook.log_tail());
+  const auto failed = s.received("/billing", 500);
+  const auto replayed = s.received("/billing").back();
+  CHECK(replayed.body.find("invoice.poison") != std::string::npos);
+  CHECK(replayed.webhook_id == failed.front().webhook_id);
+  CHECK(test::eventually(  // recorded once walhook has the answer (the receiver records it first)
+      [&] { return s.value("SELECT status FROM walhook.deliveries WHERE id = $1", {delivery_id}) == "delivered"; }, 10s));
+  CHECK(walhook.stop() == 0);
+}
