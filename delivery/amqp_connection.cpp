@@ -149,7 +149,7 @@ std::string address_text(const boost::asio::ip::tcp::endpoint& a) {
 
 bool same_connection(const broker_target& a, const broker_target& b) {
   return a.tls == b.tls && a.host == b.host && a.port == b.port && a.user == b.user && a.password == b.password &&
-         a.vhost == b.vhost;
+         a.vhost == b.vhost && a.private_network_allowed == b.private_network_allowed;
 }
 
 }  // namespace
@@ -275,7 +275,7 @@ void connection_worker::wait_for_work() {
 
 void connection_worker::connect(steady_clock::time_point deadline) {
   const auto& t = queued_.front().target;
-  auto addresses = resolve_checked(t.host, t.port, options_.allow_private_networks);
+  auto addresses = resolve_checked(t.host, t.port, options_.allow_private_networks || t.private_network_allowed);
   transport_error failure;
   if (!addresses) {
     failure = addresses.error();

@@ -38,6 +38,8 @@ struct broker_target {
   std::string exchange;  ///< AMQP: ?exchange= ("" is the default exchange)
   /// NATS: the subject (the path after '/'); AMQP: ?routing_key=. A template (render_template).
   std::string subject;
+  /// As http_target::private_network_allowed: set by walhook for an inbox destination only.
+  bool private_network_allowed = false;
   bool operator==(const broker_target&) const = default;
 };
 

@@ -265,7 +265,7 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
   // Cloud metadata services are never a webhook target, private networks allowed or not.
   std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_metadata_address(e.address()); });
   if (endpoints.empty()) co_return err(transport_errc::address_blocked);
-  if (!core.options.allow_private_networks) {
+  if (!core.options.allow_private_networks && !target.private_network_allowed) {
     std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_blocked_address(e.address()); });
     if (endpoints.empty()) {
       log::debug("http.address_blocked", {{"host", target.host}});

@@ -310,7 +310,7 @@ transport_error connect_error(natsStatus s, const std::string& where) {
 /// subscribes to the link's reply inbox. The engine has not seen `l` yet.
 boost::system::result<void, transport_error> connect_blocking(const std::shared_ptr<link>& l, const broker_target& t,
                                                               const broker_sink_options& o, milliseconds timeout) {
-  auto addresses = resolve_checked(t.host, t.port, o.allow_private_networks);
+  auto addresses = resolve_checked(t.host, t.port, o.allow_private_networks || t.private_network_allowed);
   if (!addresses) return addresses.error();
   transport_error last;
   for (const auto& a : *addresses) {
@@ -376,9 +376,11 @@ boost::system::result<void, transport_error> connect_blocking(const std::shared_
   return last;
 }
 
-/// Endpoints that name the same server, credentials and TLS share one connection.
+/// Endpoints that name the same server, credentials and TLS share one connection — never one
+/// the SSRF guard let reach a private address with one it would not have (private_network_allowed).
 std::string server_key(const broker_target& t) {
-  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", t.tls ? "tls" : "tcp", t.host, t.port, t.user, t.password);
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", t.tls ? "tls" : "tcp", t.host, t.port, t.user, t.password,
+                     t.private_network_allowed ? "private" : "guarded");
 }
 
 }  // namespace

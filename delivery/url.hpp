@@ -17,6 +17,9 @@ struct http_target {
   std::string host;    ///< registered name or IP literal (IPv6 without brackets)
   std::string port;    ///< decimal
   std::string target;  ///< path + query, at least "/"
+  /// The SSRF guard lets this target reach loopback and private addresses (never cloud metadata):
+  /// set by walhook for its operator's own handlers (an inbox destination), never from the URL.
+  bool private_network_allowed = false;
   bool operator==(const http_target&) const = default;
 };
 

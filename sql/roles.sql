@@ -116,3 +116,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.inbox_sources TO walhook_admin;
 GRANT SELECT ON walhook.inbox, walhook.inbox_key_reuse, walhook.processed_events TO walhook_admin;
 GRANT DELETE ON walhook.inbox, walhook.inbox_key_reuse, walhook.processed_events TO walhook_relay;  -- retention
 GRANT SELECT ON walhook.inbox TO walhook_relay;
+-- Retention finds old rows by these columns; the console and /api/sources read the sources'
+-- settings and counters. Never their secrets, nor a reused id's body: columns, not tables.
+GRANT SELECT (id, source, event_id, received_at) ON walhook.inbox_key_reuse TO walhook_relay;
+GRANT SELECT (consumer, event_id, processed_at) ON walhook.processed_events TO walhook_relay;
+GRANT SELECT (name, scheme, tolerance_s, id_from, type_from, order_key_from, max_body_bytes, defer_statuses,
+              max_deferrals, retry_schedule_ms, created_at, updated_at) ON walhook.inbox_sources TO walhook_relay;

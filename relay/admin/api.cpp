@@ -57,6 +57,8 @@ struct admin_api::impl {
       case route_kind::replay: co_return co_await post_replay(ctx, r.endpoint_id, req);
       case route_kind::event: co_return co_await get_event(ctx, r.arg);
       case route_kind::resend: co_return co_await post_resend(ctx, req);
+      case route_kind::sources: co_return co_await get_sources(ctx);
+      case route_kind::source: co_return co_await get_source(ctx, r.arg);
     }
     co_return error_response(500, "unrouted route kind");  // not reached: the switch is exhaustive
   }

@@ -2,6 +2,7 @@
 
 #include "relay/admin/http_status.hpp"
 #include "relay/operations/operations.hpp"
+#include "relay/operations/sources.hpp"
 
 #include <boost/url/parse.hpp>
 #include <fmt/format.h>
@@ -125,6 +126,11 @@ std::variant<api_route, api_response> route_of(std::string_view method, std::str
   if (seg.size() == 3 && seg[1] == "events") {
     if (read && !operations::is_uuid(seg[2])) return invalid(fmt::format("not an event id (a UUID): {}", seg[2]));
     return get(route_kind::event, seg[2]);
+  }
+  if (seg.size() == 2 && seg[1] == "sources") return get(route_kind::sources);
+  if (seg.size() == 3 && seg[1] == "sources") {
+    if (read && !operations::is_source_name(seg[2])) return invalid(fmt::format("not a source name: {}", seg[2]));
+    return get(route_kind::source, seg[2]);
   }
   if (seg.size() == 3 && seg[1] == "deliveries" && seg[2] == "resend") {
     if (!post) return wrong_method("POST");

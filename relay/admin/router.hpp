@@ -24,6 +24,8 @@ enum class route_kind {
   replay,           ///< POST /api/endpoints/{id}/replay
   event,            ///< GET /api/events/{event_id}
   resend,           ///< POST /api/deliveries/resend
+  sources,          ///< GET /api/sources
+  source,           ///< GET /api/sources/{name}
 };
 
 /// GET /api/endpoints pages: ?limit=N endpoints (default, at most), ?after=CURSOR.
@@ -34,7 +36,7 @@ inline constexpr std::int64_t endpoints_page_max = 1000;
 struct api_route {
   route_kind kind = route_kind::overview;
   std::int64_t endpoint_id = 0;  ///< endpoint, endpoint_status, replay
-  std::string arg;               ///< endpoint_status: the action; event: the event id (a UUID)
+  std::string arg;               ///< endpoint_status: the action; event: the event id (a UUID); source: its name
   operations::endpoint_page page{};  ///< endpoints: ?limit and ?after
   bool operator==(const api_route&) const = default;
 };
@@ -42,7 +44,8 @@ struct api_route {
 /// The route of `method` (GET and HEAD read, POST acts) and `target` (path under /api/; the
 /// query string matters to GET /api/endpoints only: ?limit=1..1000, ?after=CURSOR), or the answer
 /// without one: 400 for an endpoint id that is not a positive integer, an event id that is not a
-/// UUID, a limit or cursor that does not parse, 405 "use GET here" / "use POST here" for a known
+/// UUID, a source name that is not one (operations::is_source_name), a limit or cursor that does
+/// not parse, 405 "use GET here" / "use POST here" for a known
 /// path with another method, 404 "no such API route (docs/api.md)". Pure.
 std::variant<api_route, api_response> route_of(std::string_view method, std::string_view target);
 

@@ -1,7 +1,7 @@
 #pragma once
 // The admin API's route families (docs/api.md), one file each, each *query → pure decision →
-// view*: relay/admin/overview.cpp, endpoints.cpp, events.cpp (its decision: verdict.hpp) and
-// actions.cpp. The router (relay/admin/api.cpp) picks one by route_of (router.hpp).
+// view*: relay/admin/overview.cpp, endpoints.cpp, events.cpp (its decision: verdict.hpp),
+// sources.cpp and actions.cpp. The router (relay/admin/api.cpp) picks one by route_of (router.hpp).
 //
 // Each entry point reads what the engine knows live (on the engine's executor, where it is
 // called) and returns the database worker's answer as an awaitable. They are plain functions,
@@ -41,6 +41,12 @@ boost::asio::awaitable<api_response> get_endpoint(const route_context& ctx, std:
 
 /// GET /api/events/{event_id}: did endpoint X get event Y? `event_id` is a UUID (the router checks).
 boost::asio::awaitable<api_response> get_event(const route_context& ctx, const std::string& event_id);
+
+/// GET /api/sources: the inbox's sources with their counters (relay/operations/sources.hpp).
+boost::asio::awaitable<api_response> get_sources(const route_context& ctx);
+/// GET /api/sources/{name}: one source, its destinations, quarantined and deferred deliveries
+/// and the newest reused ids. `name` has a source name's form (the router checks).
+boost::asio::awaitable<api_response> get_source(const route_context& ctx, const std::string& name);
 
 /// POST /api/endpoints/{id}/pause|resume|enable|disable (`action`), body {} or empty.
 boost::asio::awaitable<api_response> post_status(const route_context& ctx, std::int64_t id, const std::string& action,

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <memory>
 #include <string_view>
@@ -81,6 +82,14 @@ std::string tenant_of(const add_args& a) {
     throw cli_error("--tenant is required (or --operator, for an endpoint of the operator tenant that receives "
                     "walhook's notifications)");
   if (a.tenant.empty()) return std::string(default_operator_tenant);
+  // An inbox source's tenant: its endpoints are the operator's handlers, exempt from the SSRF
+  // guard's private-network rule (relay/core/rows.hpp, is_inbox_tenant). Only `walhook inbox
+  // source` makes them.
+  if (a.tenant.size() >= 6 && std::equal(a.tenant.begin(), a.tenant.begin() + 6, "inbox:",
+                                         [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == y; }))
+    throw cli_error(fmt::format("tenant '{}' is an inbox source's: its destinations are managed with `walhook inbox "
+                                "source add|update --destination URL`",
+                                a.tenant));
   if (a.tenant == default_operator_tenant && !a.operator_endpoint)
     throw cli_error(fmt::format("tenant '{}' is reserved for walhook's operator notifications (about every tenant's "
                                 "endpoints): give --operator to add an operator endpoint, or choose another tenant",

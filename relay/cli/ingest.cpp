@@ -134,6 +134,11 @@ command add_ingest(CLI::App& app) {
   c->add_option("--max-connections", f->o.max_connections, "Client connections at once; more wait to be accepted")
       ->check(positive)
       ->capture_default_str();
+  c->add_option("--max-connections-per-client", f->o.max_connections_per_client,
+                "Connections at once from one client IP address; more are closed at once (behind a proxy, every "
+                "request comes from the proxy's address: raise it or put the limit in the proxy)")
+      ->check(positive)
+      ->capture_default_str();
   add_duration<std::chrono::seconds>(c, "--sources-refresh-s", f->o.sources_refresh,
                                      "walhook.inbox_sources is read again this often (a new source is found at "
                                      "once)")

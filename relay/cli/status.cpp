@@ -11,6 +11,7 @@
 #include "relay/cli/flags.hpp"
 #include "relay/operations/blocking_db.hpp"
 #include "relay/operations/schema.hpp"
+#include "relay/operations/sources.hpp"
 #include "relay/operations/status.hpp"
 
 #include <fmt/format.h>
@@ -222,27 +223,14 @@ SELECT source, coalesce(tenant, '(column ' || (columns->>'tenant') || ')'), colu
 /// deliveries to its destinations) and the latest error of those. Nothing if there is no source,
 /// or the role may not read them.
 void print_sources(blocking_db& db) {
-  if (db.exec("SELECT has_table_privilege(to_regclass('walhook.inbox_sources'), 'SELECT')").value(0, 0) != "t") return;
-  auto r = db.exec(R"sql(
-SELECT s.name,
-       (SELECT count(*) FROM walhook.inbox i WHERE i.source = s.name),
-       (SELECT coalesce(sum(i.duplicates), 0) FROM walhook.inbox i WHERE i.source = s.name),
-       (SELECT count(*) FROM walhook.inbox_key_reuse k WHERE k.source = s.name),
-       count(*) FILTER (WHERE d.status = 'pending' AND d.deferrals > 0),
-       count(*) FILTER (WHERE d.status = 'dead'),
-       (array_agg(d.last_error ORDER BY d.updated_at DESC) FILTER (WHERE d.status IN ('pending', 'dead')
-                                                                   AND d.last_error IS NOT NULL))[1]
-  FROM walhook.inbox_sources s
-  LEFT JOIN walhook.endpoints e ON e.tenant_id = 'inbox:' || s.name
-  LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id
- GROUP BY s.name ORDER BY s.name)sql");
-  if (r.rows() == 0) return;
+  const auto sources = operations::source_statuses(db);
+  if (sources.empty()) return;
   const auto line = [](const auto&... v) { return fmt::format("{:<20} {:>9} {:>10} {:>10} {:>8} {:>11}  {}\n", v...); };
   std::cout << "\ninbox sources (walhook ingest; quarantined: dead deliveries to their destinations, walhook replay):\n"
             << line("source", "received", "duplicates", "key_reused", "deferred", "quarantined", "last_error");
-  for (int i = 0; i < r.rows(); ++i)
-    std::cout << line(r.value(i, 0), r.value(i, 1), r.value(i, 2), r.value(i, 3), r.value(i, 4), r.value(i, 5),
-                      r.is_null(i, 6) ? std::string("-") : delivery::cap_text(std::string(r.value(i, 6))));
+  for (const auto& s : sources)
+    std::cout << line(s.name, s.received, s.duplicates, s.key_reused, s.deferred, s.quarantined,
+                      s.last_error ? delivery::cap_text(*s.last_error) : std::string("-"));
 }
 
 /// One row per endpoint, worst first as the console shows them (operations::endpoint_statuses).

@@ -28,7 +28,9 @@ endpoint_change endpoint_directory::apply(endpoint e) {
     c.activated = active;
   } else {
     bool was_active = old->second.status == endpoint_status::active;
-    c.url_changed = old->second.url != e.url;
+    // The target too: a tenant moved out of "inbox:" loses the SSRF exemption its pooled
+    // connections were opened with (rows.hpp, resolve_endpoint).
+    c.url_changed = old->second.url != e.url || old->second.target != e.target;
     c.deactivated = was_active && !active;
     c.activated = !was_active && active;
     unindex(old->second);

@@ -22,7 +22,7 @@ struct endpoint_change {
   std::int64_t id = 0;
   bool added = false;        ///< not known before
   bool removed = false;      ///< gone: its queued work has nowhere to go
-  bool url_changed = false;  ///< its pooled connections lead elsewhere now
+  bool url_changed = false;  ///< its pooled connections lead elsewhere now (its URL or target changed)
   bool deactivated = false;  ///< was active, is paused or disabled (or removed): queued work leaves memory
   bool activated = false;    ///< was paused or disabled (or new), is active: its breaker closes, look for pending rows
   bool operator==(const endpoint_change&) const = default;

@@ -118,6 +118,8 @@ bool endpoint::subscribed(std::string_view event_type) const {
   return std::find(event_types->begin(), event_types->end(), event_type) != event_types->end();
 }
 
+bool is_inbox_tenant(std::string_view tenant_id) { return tenant_id.starts_with("inbox:") && tenant_id.size() > 6; }
+
 void resolve_endpoint(endpoint& e) {
   e.config_error.clear();
   e.target.reset();
@@ -128,6 +130,9 @@ void resolve_endpoint(endpoint& e) {
     if (delivery::names_broker(e.url)) e.config_error += " (" + target.error().detail() + ")";
   } else {
     e.target = std::move(*target);
+    const bool own_handler = is_inbox_tenant(e.tenant_id);
+    if (e.target->kind == delivery::sink_kind::http) e.target->http.private_network_allowed = own_handler;
+    else e.target->broker.private_network_allowed = own_handler;
   }
   auto keys = delivery::parse_secrets(e.secret);
   if (!keys) {

@@ -120,8 +120,14 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
 std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
                                            const std::vector<std::vector<std::optional<std::string>>>& rows);
 
-/// Fills target/keys/config_error from url and secret.
+/// Fills target/keys/config_error from url and secret. The target of an inbox destination
+/// (is_inbox_tenant) may reach private networks (private_network_allowed): its handler is the
+/// operator's own, set by `walhook inbox source`; every other endpoint's is guarded.
 void resolve_endpoint(endpoint& e);
+
+/// Whether `tenant_id` is an inbox source's ("inbox:NAME", docs/inbox.md): events only walhook
+/// writes (migration 010), delivered to the operator's own handlers. Pure.
+bool is_inbox_tenant(std::string_view tenant_id);
 
 /// Parses a one-dimensional PostgreSQL text[] literal ({a,"b c",NULL}); NULL elements are
 /// skipped. std::nullopt if malformed.

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <type_traits>
@@ -124,7 +125,10 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
   group_committer committer;
   task_group tasks;
   asio::steady_timer wake;  ///< the accept loop waits on it at the connection cap
+  std::chrono::steady_clock::time_point last_refusal_log{};
   std::size_t connections = 0;
+  /// Connections open per client address (the metrics listener's are not counted).
+  std::unordered_map<asio::ip::address, std::size_t> per_client;
   bool stopped = false;
   bool draining = false;                   ///< drain(): answer what is under way, take nothing new
   std::set<beast::tcp_stream*> idle;       ///< connections waiting for a request's first bytes
@@ -215,20 +219,43 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
         co_await wake.async_wait(tuple_awaitable);
         continue;
       }
+      // One client (one address) cannot take every connection: past its share it is closed at
+      // once, before anything is read (a sender behind a NAT retries; nothing was written).
+      boost::system::error_code rec;
+      const auto client = socket.remote_endpoint(rec).address();
+      if (rec) continue;
+      if (!metrics_only && per_client[client] >= options.max_connections_per_client) {
+        count("", "too_many_connections");
+        log_refused_client(client);
+        continue;  // the socket closes here
+      }
       ++connections;
-      tasks.spawn(serve(std::move(socket), metrics_only), "ingest connection");
+      if (!metrics_only) ++per_client[client];  // here, where it is checked: serve() releases it
+      tasks.spawn(serve(std::move(socket), metrics_only, client), "ingest connection");
     }
   }
 
-  asio::awaitable<void> serve(tcp::socket socket, bool metrics_only) {
+  /// Logs a client refused at its connection cap, at most once a minute (it may try many times).
+  void log_refused_client(const asio::ip::address& client) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_refusal_log < 60s) return;
+    last_refusal_log = now;
+    log::warn("ingest.client_connection_cap", {{"client", client.to_string()},
+                                               {"max_connections_per_client", options.max_connections_per_client}});
+  }
+
+  asio::awaitable<void> serve(tcp::socket socket, bool metrics_only, asio::ip::address client) {
     auto self = shared_from_this();
     struct release {
       impl& server;
+      bool counted;
+      asio::ip::address client;
       ~release() {
         --server.connections;
+        if (counted && --server.per_client[client] == 0) server.per_client.erase(client);
         server.wake.cancel();
       }
-    } slot{*this};
+    } slot{*this, !metrics_only, client};
     if (tls && !metrics_only) {
       tls_stream stream(beast::tcp_stream(std::move(socket)), *tls);
       beast::get_lowest_layer(stream).expires_after(options.read_deadline);
@@ -255,7 +282,11 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
       idle.insert(&tcp_layer);
       auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, tuple_awaitable);
       idle.erase(&tcp_layer);
-      if (hec) co_return;
+      if (hec) {
+        // A header too large or not HTTP: answered, then closed (nothing after it can be framed).
+        if (const auto status = malformed_status(hec)) co_await refuse_malformed(stream, *status, hec.message());
+        co_return;
+      }
       response res{http::status::ok, parser.get().version()};
       res.set(http::field::server, "walhook");
       res.set(http::field::content_type, "application/json");
@@ -284,6 +315,49 @@ struct ingest_server::impl : std::enable_shared_from_this<impl> {
         }
       }
       co_return;
+    }
+  }
+
+  /// The answer to a request whose header did not parse: 431 for one over 16 KiB (RFC 6585 §5),
+  /// 413 for a Content-Length over any source's limit (Beast checks it with the header), 400 for
+  /// one that is not HTTP/1.x; nullopt for a connection that closed or timed out.
+  static std::optional<http::status> malformed_status(const boost::system::error_code& ec) {
+    if (ec == http::error::header_limit) return http::status::request_header_fields_too_large;
+    if (ec == http::error::body_limit) return http::status::payload_too_large;  // Content-Length over 16 MiB
+    if (ec.category() == beast::http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message)
+      return http::status::bad_request;
+    return std::nullopt;
+  }
+
+  /// Answers a malformed request once (counted with source "": outcome "too_large" for 413,
+  /// "malformed" otherwise), with Beast's reason as the detail, and closes.
+  template <class Stream>
+  asio::awaitable<void> refuse_malformed(Stream& stream, http::status status, std::string detail) {
+    const bool too_large = status == http::status::payload_too_large;
+    count("", too_large ? "too_large" : "malformed");
+    response res{status, 11};
+    res.set(http::field::server, "walhook");
+    res.set(http::field::content_type, "application/json");
+    answer(res, status, too_large ? "too_large" : status == http::status::bad_request ? "bad_request" : "header_too_large",
+           detail);
+    res.keep_alive(false);
+    res.prepare_payload();
+    beast::get_lowest_layer(stream).expires_after(5s);
+    auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
+    if (wec) co_return;
+    // The rest of an oversized header may still come: closing on it unread would reset the
+    // connection and could lose the answer. Stop sending, drop what comes for a bounded while.
+    auto& tcp_layer = beast::get_lowest_layer(stream);
+    boost::system::error_code ignored;
+    tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    tcp_layer.expires_after(1s);
+    beast::flat_buffer sink;
+    for (std::size_t drained = 0; drained < 256 * 1024;) {
+      sink.clear();
+      auto [dec, dn] = co_await stream.async_read_some(sink.prepare(16384), tuple_awaitable);
+      if (dec) break;
+      drained += dn;
     }
   }
 

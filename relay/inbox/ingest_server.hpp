@@ -40,6 +40,7 @@ struct ingest_options {
   std::string tls_cert_file, tls_key_file;  ///< both or neither (PEM)
   group_commit_options commit;
   std::size_t max_connections = 1024;          ///< more wait in the kernel's backlog
+  std::size_t max_connections_per_client = 64; ///< per client IP address; more are closed at once
   std::chrono::seconds read_deadline{10};      ///< a request (and the idle wait before it)
   std::chrono::seconds sources_refresh{5};     ///< walhook.inbox_sources is read again this often
   std::chrono::seconds retry_after{5};         ///< Retry-After of a 503

@@ -607,13 +607,17 @@ TEST_CASE("secret drop: run checks its privilege; an expired secret stops signin
   CHECK(walhook.stop() == 0);
 }
 
-TEST_CASE("the operator tenant's name is reserved: endpoint add needs --operator for it, send refuses it") {
+TEST_CASE("the operator tenant's name is reserved: endpoint add needs --operator for it, send refuses it; inbox tenants are refused") {
   setup s("op_reserved");
   CHECK(s.cli({"endpoint", "add", "--tenant", "walhook-operator", "--url", s.rcv->url("/o")}) == 1);
   CHECK(s.last_output.find("tenant 'walhook-operator' is reserved for walhook's operator notifications") != std::string::npos);
   CHECK(s.last_output.find("give --operator") != std::string::npos);
   CHECK(s.cli({"endpoint", "add", "--url", s.rcv->url("/o")}) == 1);
   CHECK(s.last_output.find("--tenant is required (or --operator") != std::string::npos);
+  // An inbox source's tenant is not a customer's: its endpoints may reach private networks.
+  CHECK(s.cli({"endpoint", "add", "--tenant", "inbox:shop", "--url", s.rcv->url("/o")}) == 1);
+  CHECK(s.last_output.find("tenant 'inbox:shop' is an inbox source's") != std::string::npos);
+  CHECK(s.cli({"endpoint", "add", "--tenant", "Inbox:shop", "--url", s.rcv->url("/o")}) == 1);
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints") == "0");
 
   REQUIRE(s.cli({"endpoint", "add", "--operator", "--url", s.rcv->url("/o"), "--event-types", "walhook.endpoint.disabled"}) == 0);

@@ -5,7 +5,8 @@
 // an event delivered at the first try resent from its event page (the receiver gets it again
 // with the same webhook-id), an endpoint paused from its page (walhook.endpoints.status), text
 // from the database shown as text, the bearer token asked for and used, and the endpoints a
-// page at a time ("Show more").
+// page at a time ("Show more"), and an inbox source's page (issue 21): its counters, its
+// quarantined and deferred events, the sender's ids shown as text, a replay after a fix.
 //
 // Without Chromium the browser cases are skipped (a MESSAGE says so), unless
 // WALHOOK_REQUIRE_BROWSER=1 (CI): then the first case fails. With WALHOOK_SCREENSHOTS_DIR set,
@@ -13,6 +14,7 @@
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
+#include "tests/integration/inbox_support.hpp"
 #include "tests/support/headless_browser.hpp"
 
 #include <doctest/doctest.h>
@@ -370,6 +372,94 @@ TEST_CASE("console in Chromium: the bearer token is asked for, kept, and names t
   CHECK(logged);
   for (auto& e : b.page_errors())  // the 401s before the token are expected
     if (e.find("401") == std::string::npos) MESSAGE("page error: " << e);
+  CHECK(walhook.stop(20s) == 0);
+}
+
+TEST_CASE("console in Chromium: an inbox source's page shows its counters, quarantine and deferrals; a replay after a fix gets through" *
+          doctest::skip(no_browser)) {
+  using namespace test::inbox;
+  inbox_setup s("console_source");
+  s.add_source("shop", {"--order-key", "/data/order", "--retry-schedule", "1s", "--max-deferrals", "1000"});
+  // The handler is down (500), except that it cannot apply 'order.shipped' yet (409: not yet).
+  relay::receiver_behaviour down;
+  down.status = 500;
+  down.fail_marker = "order.shipped";
+  down.fail_times = 100000;
+  down.fail_status = 409;
+  s.rcv->set_behaviour("/shop", down);
+  ingest_process ingest(s.url);
+  const auto in_port = ingest.port();
+  REQUIRE(in_port != 0);
+  const int port = relay::free_tcp_port();
+  auto walhook = s.start_walhook({"--admin-listen", fmt::format("127.0.0.1:{}", port)});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  const auto paid = event_body("order.paid", "o1");
+  REQUIRE(post(in_port, "/in/shop", s.partner.headers("evt_paid", paid), paid).status == 200);
+  REQUIRE(post(in_port, "/in/shop", s.partner.headers("evt_paid", paid), paid).status == 200);  // a duplicate
+  const auto reused = event_body("order.paid", "o3");
+  REQUIRE(post(in_port, "/in/shop", s.partner.headers("evt_paid", reused), reused).status == 409);  // the id, another body
+  // A stranger's id is shown as text, never parsed as HTML.
+  const std::string hostile_id = R"(<img src=x onerror="window.__injected=1">)";
+  const auto shipped = event_body("order.shipped", "o2");
+  REQUIRE(post(in_port, "/in/shop", s.partner.headers(hostile_id, shipped), shipped).status == 200);
+  const bool settled = test::eventually([&] {
+    return s.count("SELECT count(*) FROM walhook.deliveries WHERE status = 'dead'") == 1 &&
+           s.count("SELECT count(*) FROM walhook.deliveries WHERE status = 'pending' AND deferrals > 0") == 1;
+  }, 30s);
+  REQUIRE_MESSAGE(settled, walhook.log_tail());
+
+  CHECK(test::http_get(static_cast<unsigned short>(port), "/api/sources/nope").first == 404);
+  CHECK(test::http_get(static_cast<unsigned short>(port), "/api/sources/No!").first == 400);
+
+  auto b = open_browser();
+  const std::string console = fmt::format("http://127.0.0.1:{}/console/", port);
+  b.navigate(console + "#/sources");
+  const bool listed = b.wait_for("!!document.querySelector('#sources-table tr[data-source=\"shop\"]')", 15s);
+  if (!listed) MESSAGE("page: " << b.evaluate_string("document.body.innerText") << "\nlog: " << walhook.log_tail());
+  REQUIRE(listed);
+  auto cell = [&](const char* col) {
+    return b.evaluate_string(fmt::format("document.querySelector('#sources-table tr[data-source=\"shop\"] td[data-col=\"{}\"]').textContent", col));
+  };
+  CHECK(cell("received") == "2");
+  CHECK(cell("duplicates") == "1");
+  CHECK(cell("key_reused") == "1");
+  CHECK(cell("deferred") == "1");
+  CHECK(cell("quarantined") == "1");
+
+  b.evaluate(click("#sources-table tr[data-source=\"shop\"] a"));
+  REQUIRE(b.wait_for("!!document.querySelector('#quarantined-table tbody tr')", 15s));
+  CHECK(b.evaluate_string("location.hash") == "#/sources/shop");
+  CHECK(b.evaluate_string("document.querySelector('#source-stats [data-counter=\"quarantined\"] .stat-value').textContent") == "1");
+  CHECK(b.evaluate_string("document.querySelector('#quarantined-table tbody tr').dataset.senderEventId") == "evt_paid");
+  CHECK(b.evaluate_string("document.querySelector('#quarantined-table tbody tr').textContent").find("500") != std::string::npos);
+  CHECK(b.evaluate_string("document.querySelector('#deferred-table tbody tr').dataset.senderEventId") == hostile_id);
+  CHECK(b.evaluate_string("document.querySelector('#deferred-table tbody tr a').textContent") == hostile_id);
+  CHECK(b.evaluate_string("document.getElementById('key-reuse-table').textContent").find("evt_paid") != std::string::npos);
+  CHECK(b.evaluate_string("document.getElementById('source-settings').textContent").find("409, 425") != std::string::npos);
+  CHECK(b.evaluate_bool("window.__injected === undefined && !document.querySelector('main img')"));
+  if (!screenshots_dir().empty()) {
+    std::filesystem::create_directories(screenshots_dir());
+    write_file(std::filesystem::path(screenshots_dir()) / "console-source.png", b.screenshot());
+  }
+
+  // The handler is fixed; the operator replays the destination's quarantine from the page.
+  s.rcv->set_behaviour("/shop", relay::receiver_behaviour{});
+  b.evaluate(click("#destinations-table button[data-action=\"replay\"]"));
+  confirm_in_dialog(b);
+  close_dialog(b);
+  const bool delivered = test::eventually([&] {
+    std::size_t paid_ok = 0, shipped_ok = 0;
+    for (const auto& r : s.received("/shop")) {
+      paid_ok += r.body.find("order.paid") != std::string::npos;
+      shipped_ok += r.body.find("order.shipped") != std::string::npos;
+    }
+    return paid_ok == 1 && shipped_ok == 1;
+  }, 90s);  // the deferred event comes back 1, 2, 4 … at most 60 s (±20 %) after its last try
+  REQUIRE_MESSAGE(delivered, walhook.log_tail());
+  CHECK(b.wait_for("document.querySelector('#source-stats [data-counter=\"quarantined\"] .stat-value').textContent === '0' && "
+                   "document.querySelector('#source-stats [data-counter=\"deferred\"] .stat-value').textContent === '0'", 20s));
+  for (auto& e : b.page_errors()) MESSAGE("page error: " << e);
   CHECK(walhook.stop(20s) == 0);
 }
 

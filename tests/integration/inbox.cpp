@@ -288,7 +288,7 @@ TEST_CASE("inbox source add/update: refusals in words, a rotation or a change ne
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE tenant_id = 'inbox:carrier'") == "2");
 }
 
-TEST_CASE("ingest: a body jsonb refuses is kept as text, never refused; a removed source answers 404 at once") {
+TEST_CASE("ingest: a body jsonb refuses is kept as text, never refused; a removed source answers 404 at once; malformed requests get 431/400") {
   inbox_setup s("inbox_edges");
   s.add_source("partner");
   ingest_process ingest(s.url);
@@ -305,4 +305,48 @@ TEST_CASE("ingest: a body jsonb refuses is kept as text, never refused; a remove
   const auto body = event_body("order.paid", "o9");
   CHECK(post(port, "/in/partner", s.partner.headers("msg_9", body), body).status == 404);
   CHECK(s.value("SELECT count(*) FROM walhook.inbox WHERE event_id = 'msg_9'") == "0");
+  // Malformed requests are answered, not dropped: a header over 16 KiB is 431, garbage is 400;
+  // the server goes on serving.
+  CHECK(raw_exchange(port, "POST /in/partner HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n") ==
+        "HTTP/1.1 431 Request Header Fields Too Large");
+  CHECK(raw_exchange(port, "HELLO THERE\r\n\r\n") == "HTTP/1.1 400 Bad Request");
+  CHECK(raw_exchange(port, "POST /in/partner HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n") ==
+        "HTTP/1.1 413 Payload Too Large");
+  CHECK(raw_exchange(port, "POST /in/partner HTTP/1.1\r\nHost x\r\n\r\n") == "HTTP/1.1 400 Bad Request");
+  CHECK(post(port, "/in/partner", s.partner.headers("msg_10", body), body).status == 404);
+}
+
+TEST_CASE("ingest: one client cannot take every connection (--max-connections-per-client); its next one is served once one closes") {
+  inbox_setup s("inbox_per_client");
+  s.add_source("partner");
+  ingest_process ingest(s.url, {"--max-connections-per-client", "2"});
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  boost::asio::io_context ioc;
+  auto open = [&] {
+    auto socket = std::make_unique<boost::asio::ip::tcp::socket>(ioc);
+    socket->connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    return socket;
+  };
+  const auto opened = std::chrono::steady_clock::now();
+  auto first = open();
+  auto second = open();
+  const auto body = event_body("order.paid", "o1");
+  // The third connection of this address is closed before anything is read: no answer, no row.
+  const auto signed_request = [&](const std::string& id) {
+    std::string head = "POST /in/partner HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+    for (const auto& [k, v] : s.partner.headers(id, body)) head += k + ": " + v + "\r\n";
+    return head + fmt::format("Content-Length: {}\r\nConnection: close\r\n\r\n", body.size()) + body;
+  };
+  const auto refused = raw_exchange(port, signed_request("evt_refused"));
+  CHECK_MESSAGE(refused.find("HTTP/") == std::string::npos, refused);  // closed ("" or a reset), never answered
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox") == 0);
+  CHECK(test::eventually([&] { return ingest.p.count_in_log("\"ingest.client_connection_cap\"") == 1; }, 5s));
+  // One closes: the client is served again — at once, not when the server's 10 s read deadline
+  // would have closed the idle connections anyway.
+  first->close();
+  CHECK(test::eventually([&] { return raw_exchange(port, signed_request("evt_1")) == "HTTP/1.1 200 OK"; }, 3s));
+  CHECK(std::chrono::steady_clock::now() - opened < 9s);
+  CHECK(s.count("SELECT count(*) FROM walhook.inbox") == 1);
+  second->close();
 }

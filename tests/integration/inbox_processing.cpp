@@ -1,7 +1,8 @@
 // Processing the inbox (issue 21, migration 011): a handler that answers "not yet" (409/425)
 // defers an event out of its key's line, so the predecessor it waits for gets through; a key
 // whose predecessor never comes is quarantined after the deferral limit while other keys flow;
-// a poison event is quarantined when its retry schedule is spent and replayed after a fix.
+// a poison event is quarantined when its retry schedule is spent and replayed after a fix; an
+// inbox destination on loopback is delivered while the SSRF guard still refuses a customer's.
 // Real PostgreSQL, `walhook ingest` and `walhook run` as processes, the receiver as the handler.
 
 #include "tests/integration/inbox_support.hpp"
@@ -153,5 +154,30 @@ TEST_CASE("poison: an event its handler always fails is quarantined when its ret
   CHECK(replayed.webhook_id == failed.front().webhook_id);
   CHECK(test::eventually(  // recorded once walhook has the answer (the receiver records it first)
       [&] { return s.value("SELECT status FROM walhook.deliveries WHERE id = $1", {delivery_id}) == "delivered"; }, 10s));
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("an inbox destination on loopback is delivered without --allow-private-networks; a customer endpoint there is still refused") {
+  inbox_setup s("inbox_private");
+  s.add_source("shop");
+  const long long customer = test::add_endpoint(s.db, "acme", s.rcv->url("/acme"), delivery::generate_secret());
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+  auto args = test::run_args(s.url, s.slot);
+  std::erase(args, std::string("--allow-private-networks"));
+  test::walhook_process walhook(args);
+  walhook.start();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+
+  const auto body = event_body("order.paid", "o1");
+  REQUIRE(post(port, "/in/shop", s.partner.headers("evt_1", body), body).status == 200);
+  s.publish("acme", "order.paid");
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/shop").size() == 1; }, 20s), walhook.log_tail());
+  const std::string customer_error =
+      fmt::format("SELECT last_error FROM walhook.deliveries WHERE endpoint_id = {} AND last_error IS NOT NULL", customer);
+  REQUIRE_MESSAGE(test::eventually([&] { return !s.value(customer_error).empty(); }, 20s), walhook.log_tail());
+  CHECK(s.value(customer_error).find("address blocked by the SSRF guard") != std::string::npos);
+  CHECK(s.received("/acme", 0).empty());
   CHECK(walhook.stop() == 0);
 }

@@ -9,12 +9,15 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <regex>
+
+#include <poll.h>
 
 namespace walhook::test::inbox {
 
@@ -46,6 +49,33 @@ inline answer post(unsigned short port, const std::string& path, const std::vect
     return {res.result_int(), res.body()};
   } catch (const std::exception& e) {
     return {0, e.what()};
+  }
+}
+
+/// Writes `bytes` as they are to 127.0.0.1:port and returns the first line of what comes back
+/// before the server closes ("" if nothing; reading gives up after 10 s): for requests no HTTP
+/// client would send.
+inline std::string raw_exchange(unsigned short port, const std::string& bytes) {
+  try {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket socket(ioc);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    boost::asio::write(socket, boost::asio::buffer(bytes));
+    std::string got;
+    boost::system::error_code ec;
+    char chunk[4096];
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!ec) {
+      // poll(2) first: a blocking read_some would wait past any socket timeout.
+      pollfd readable{.fd = socket.native_handle(), .events = POLLIN, .revents = 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || ::poll(&readable, 1, static_cast<int>(left.count())) <= 0) break;
+      const auto n = socket.read_some(boost::asio::buffer(chunk), ec);
+      got.append(chunk, n);
+    }
+    return got.substr(0, got.find("\r\n"));
+  } catch (const std::exception& e) {
+    return std::string("error: ") + e.what();
   }
 }
 

@@ -4,6 +4,7 @@
 // the Standard Webhooks signature with its own code (scripts/webhook-receiver, Python standard
 // library), so the signature is verified by something other than walhook's verifier.
 
+#include "relay/operations/sources.hpp"
 #include "tests/harness/harness.hpp"
 
 #include <doctest/doctest.h>
@@ -122,4 +123,22 @@ TEST_CASE("walhook_migrator migrates a new database; the other roles run walhook
   CHECK(test::query_value(admin, "SELECT count(*) FROM walhook.dead_ranges") == "0");
   CHECK_THROWS_WITH(admin.exec("UPDATE walhook.endpoint_cursors SET covered = pg_current_snapshot()"),
                     doctest::Contains("permission denied"));
+
+  // walhook run's role runs retention over the inbox's tables (the statement walhook runs) and
+  // shows the sources in the console, but reads neither a source's secret nor a reused id's body.
+  REQUIRE(test::run_walhook({"inbox", "source", "add", "--database-url", as(url, "walhook_admin"), "--name", "partner",
+                             "--scheme", "standard-webhooks", "--secret", secret, "--destination", hook},
+                            out) == 0);
+  relay::blocking_db relay_role(as(url, "walhook_relay"));
+  const auto expire = read_all(std::string(WALHOOK_SOURCE_DIR) + "/sql/statements/delete_expired.sql");
+  CHECK_NOTHROW(relay_role.exec(expire, pg::params{"720", "100"}));
+  const auto sources = relay::operations::source_statuses(relay_role);
+  REQUIRE(sources.size() == 1);
+  CHECK(sources.front().name == "partner");
+  CHECK(sources.front().retry_schedule_ms == "60000,300000,900000");
+  for (const char* sql : {"SELECT secret FROM walhook.inbox_sources", "SELECT body FROM walhook.inbox_key_reuse",
+                          "SELECT * FROM walhook.inbox_sources", "UPDATE walhook.inbox_sources SET max_deferrals = 0"}) {
+    CAPTURE(sql);
+    CHECK_THROWS_WITH(relay_role.exec(sql), doctest::Contains("permission denied"));
+  }
 }

@@ -1,7 +1,9 @@
-// The walhook operator console: three pages over the admin API (docs/api.md), hash-routed.
+// The walhook operator console: five pages over the admin API (docs/api.md), hash-routed.
 //   #/                the endpoints, worst first, with the stream's state; auto-refreshed
 //   #/endpoints/ID    one endpoint: settings, deliveries, dead letters, recent outcomes, actions
 //   #/events/UUID     one event: which endpoints got it, when, after how many attempts
+//   #/sources         the inbox's sources (walhook ingest) with their counters
+//   #/sources/NAME    one source: counters, destinations, quarantined and deferred events, replay
 // Every piece of data is put in the page as text (textContent, createTextNode, setAttribute),
 // never parsed as HTML: endpoint URLs, errors and event types come from customers' systems.
 'use strict';
@@ -814,6 +816,182 @@
     load();
   }
 
+  // ---------------------------------------------------------------- #/sources, #/sources/NAME
+
+  function sourceHref(name) { return '#/sources/' + encodeURIComponent(name); }
+
+  // A source's counters (GET /api/sources), as docs/inbox.md names them.
+  const SOURCE_COUNTERS = [
+    { key: 'received', label: 'Received', title: 'Events accepted: rows of walhook.inbox kept' },
+    { key: 'duplicates', label: 'Duplicates', title: 'Repeats answered 2xx without a new row' },
+    { key: 'key_reused', label: 'Key reuse', title: 'The same id with another body: refused with 409' },
+    { key: 'deferred', label: 'Deferred', title: 'Waiting for a predecessor: the handler said "not yet"' },
+    { key: 'quarantined', label: 'Quarantined', title: 'Dead deliveries to its destinations: replay them' },
+  ];
+
+  function sourceRowClass(s) {
+    if ((s.quarantined || 0) > 0 || (s.key_reused || 0) > 0) return 'row-bad';
+    if ((s.deferred || 0) > 0) return 'row-warn';
+    return null;
+  }
+
+  function sourcesTable(list) {
+    if (list.length === 0) {
+      return el('p', { class: 'muted', id: 'sources-table' },
+        'No inbox source yet: add one with `walhook inbox source add`, then run `walhook ingest`.');
+    }
+    return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id: 'sources-table' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Source'), el('th', { scope: 'col' }, 'Scheme'),
+        SOURCE_COUNTERS.map((c) => el('th', { scope: 'col', class: 'num', title: c.title }, c.label)),
+        el('th', { scope: 'col' }, 'Last error'))),
+      el('tbody', {}, list.map((s) => el('tr', { class: sourceRowClass(s), dataset: { source: s.name } },
+        el('td', {}, el('a', { href: sourceHref(s.name) }, s.name)),
+        el('td', {}, s.scheme),
+        SOURCE_COUNTERS.map((c) => el('td', { class: 'num', dataset: { col: c.key } }, numNode(s[c.key]))),
+        el('td', {}, errorText(s.last_error)))))));
+  }
+
+  function sourcesPage(gen) {
+    const body = el('div', {}, el('p', { class: 'muted' }, 'Loading…'));
+    const banner = el('div', {});
+    const updated = el('span', { class: 'muted updated', 'aria-live': 'off' });
+
+    async function load(background) {
+      try {
+        const r = await api('GET', '/api/sources');
+        if (gen !== state.generation) return;
+        body.replaceChildren(sourcesTable((r && r.sources) || []));
+        banner.replaceChildren();
+        updatedNote(updated);
+      } catch (err) {
+        if (gen !== state.generation) return;
+        banner.replaceChildren(errorBox(background ? new Error('Refresh failed: ' + err.message) : err, () => load(false)));
+      }
+    }
+
+    setMain(el('h1', {}, 'Inbox sources'),
+      el('p', { class: 'muted' }, 'Senders whose webhooks `walhook ingest` accepts, dedupes and hands to their destinations in order.'),
+      banner,
+      el('section', { class: 'card', 'aria-labelledby': 'sources-title' },
+        el('div', { class: 'card-head' }, el('h2', { id: 'sources-title' }, 'Sources'), updated), body));
+    load(false).then(() => autoRefresh(gen, load));
+  }
+
+  function sourceSettings(s) {
+    const row = (term, value) => [el('dt', {}, term), el('dd', {}, value === null || value === undefined || value === '' ? dash() : value)];
+    const list = (a) => Array.isArray(a) && a.length ? a.join(', ') : null;
+    const schedule = Array.isArray(s.retry_schedule_ms)
+      ? s.retry_schedule_ms.map((ms) => fmtDuration(ms / 1000)).join(', ') + ', then quarantine' : null;
+    return el('dl', { class: 'settings', id: 'source-settings' },
+      row('Scheme', s.scheme),
+      row('Event id from', s.id_from || 'the scheme\'s own'),
+      row('Ordering key from', s.order_key_from || 'none: no order kept'),
+      row('Timestamp tolerance', fmtDuration(s.tolerance_s)),
+      row('"Not yet" statuses', list(s.defer_statuses)),
+      row('Deferrals before quarantine', numNode(s.max_deferrals)),
+      row('Retry schedule', schedule));
+  }
+
+  function destinationsTable(list, reload) {
+    if (!list || list.length === 0) return el('p', { class: 'muted', id: 'destinations-table' }, 'None.');
+    return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id: 'destinations-table' },
+      el('thead', {}, el('tr', {}, ['Endpoint', 'URL', 'Status', 'Pending', 'Quarantined', ''].map((h, i) =>
+        el('th', { scope: 'col', class: [3, 4].includes(i) ? 'num' : null }, h || el('span', { class: 'sr-only' }, 'Actions'))))),
+      el('tbody', {}, list.map((d) => el('tr', { dataset: { endpointId: d.endpoint_id } },
+        el('td', {}, el('a', { href: endpointHref(d.endpoint_id) }, String(d.endpoint_id))),
+        el('td', {}, el('span', { class: 'url', title: d.url }, shortUrl(d.url, 48))),
+        el('td', {}, statusBadge(endpointStatus(d))),
+        el('td', { class: 'num' }, numNode(d.pending)),
+        el('td', { class: 'num' }, numNode(d.dead)),
+        el('td', {}, el('button', {
+          type: 'button', class: 'small', dataset: { action: 'replay' }, disabled: !d.dead,
+          onclick: async () => {
+            const acted = await confirmAction({
+              title: 'Replay the quarantine?',
+              what: 'The ' + plural(d.dead || 0, 'quarantined event', 'quarantined events') + ' of endpoint ' + d.endpoint_id +
+                ' (' + d.url + ') go back on the normal path with fresh attempt and deferral counters, in order of their key.',
+              button: 'Replay',
+              run: () => api('POST', '/api/endpoints/' + encodeURIComponent(d.endpoint_id) + '/replay', {}),
+              describe: describeReplay,
+            });
+            if (acted) reload();
+          },
+        }, 'Replay…')))))));
+  }
+
+  /** Quarantined or deferred deliveries of a source: the sender's id, the destination, why. */
+  function sourceDeliveries(rows, destinations, reload, id, { resend }) {
+    if (!rows || rows.length === 0) return el('p', { class: 'muted', id }, 'None.');
+    const urls = new Map((destinations || []).map((d) => [d.endpoint_id, d.url]));
+    return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id },
+      el('thead', {}, el('tr', {}, ['Sender\'s id', 'Type', 'Destination', 'Attempts', 'Deferrals', 'Last status', 'Last error',
+        resend ? 'Since' : 'Next attempt', ''].map((h, i) =>
+        el('th', { scope: 'col', class: [3, 4, 5].includes(i) ? 'num' : null }, h || el('span', { class: 'sr-only' }, 'Actions'))))),
+      el('tbody', {}, rows.map((d) => el('tr', { dataset: { eventId: d.event_id, senderEventId: d.sender_event_id || '' } },
+        el('td', {}, el('a', { href: eventHref(d.event_id), class: 'mono', title: 'walhook event ' + d.event_id }, d.sender_event_id || d.event_id)),
+        el('td', {}, d.event_type || dash()),
+        el('td', {}, el('a', { href: endpointHref(d.endpoint_id) }, 'endpoint ' + d.endpoint_id)),
+        el('td', { class: 'num' }, numNode(d.attempts)),
+        el('td', { class: 'num' }, numNode(d.deferrals)),
+        el('td', { class: 'num' }, httpStatusNode(d.last_status)),
+        el('td', {}, errorText(d.last_error)),
+        el('td', {}, resend ? timeNode(d.last_attempt_at) : timeNode(d.next_attempt_at)),
+        el('td', {}, resend ? resendButton({ id: d.endpoint_id, url: urls.get(d.endpoint_id) || '' }, d.event_id, reload) : null))))));
+  }
+
+  function keyReuseTable(rows) {
+    if (!rows || rows.length === 0) return el('p', { class: 'muted', id: 'key-reuse-table' }, 'None.');
+    return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id: 'key-reuse-table' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Sender\'s id'), el('th', { scope: 'col' }, 'Received'))),
+      el('tbody', {}, rows.map((k) => el('tr', {}, el('td', { class: 'mono' }, k.event_id), el('td', {}, timeNode(k.received_at)))))));
+  }
+
+  function sourcePage(gen, name) {
+    const body = el('div', {}, el('p', { class: 'muted' }, 'Loading…'));
+    const banner = el('div', {});
+    const updated = el('span', { class: 'muted updated', 'aria-live': 'off' });
+    let shown = false;
+
+    async function load(background) {
+      try {
+        const s = await api('GET', '/api/sources/' + encodeURIComponent(name));
+        if (gen !== state.generation) return;
+        const reload = () => load(true);
+        const scroll = window.scrollY;
+        const stat = (c) => el('div', { class: 'stat', title: c.title, dataset: { counter: c.key } },
+          el('div', { class: 'stat-label' }, c.label), el('div', { class: 'stat-value' }, numNode(s[c.key])));
+        body.replaceChildren(
+          el('div', { class: 'page-head' }, el('h1', {}, 'Inbox source ', el('span', { class: 'mono' }, s.name)),
+            el('p', { class: 'mono' }, 'POST /in/' + s.name)),
+          el('div', { class: 'stats', id: 'source-stats' }, SOURCE_COUNTERS.map(stat)),
+          s.last_error ? el('div', { class: 'warn-box', id: 'source-last-error' }, el('strong', {}, 'Last error: '), s.last_error,
+            s.last_error_at ? [' · ', timeNode(s.last_error_at)] : null) : null,
+          el('div', { class: 'columns' },
+            section('Destinations', 'destinations', destinationsTable(s.destinations, reload)),
+            section('Settings', 'source-settings-card', sourceSettings(s))),
+          section('Quarantined', 'quarantined', el('p', { class: 'muted hint' },
+            'Spent their retry schedule or their deferrals: replay a destination above, or resend one.'),
+          sourceDeliveries(s.quarantined_deliveries, s.destinations, reload, 'quarantined-table', { resend: true })),
+          section('Deferred', 'deferred', el('p', { class: 'muted hint' }, 'Waiting for a predecessor: tried again soon.'),
+            sourceDeliveries(s.deferred_deliveries, s.destinations, reload, 'deferred-table', { resend: false })),
+          section('Reused ids', 'key-reuse', el('p', { class: 'muted hint' },
+            'Ids sent again with another body, refused with 409: a sender bug or an attack.'), keyReuseTable(s.key_reuse)));
+        if (background) window.scrollTo(0, scroll);
+        if (!shown) document.title = 'Source ' + s.name + ' · walhook console';
+        shown = true;
+        banner.replaceChildren();
+        updatedNote(updated);
+      } catch (err) {
+        if (gen !== state.generation) return;
+        if (!shown) body.replaceChildren();
+        banner.replaceChildren(errorBox(background ? new Error('Refresh failed: ' + err.message) : err, () => load(false)));
+      }
+    }
+
+    setMain(el('p', { class: 'crumbs' }, el('a', { href: '#/sources' }, '← Inbox sources'), ' ', updated), banner, body);
+    load(false).then(() => autoRefresh(gen, load));
+  }
+
   // ---------------------------------------------------------------- routing
 
   function route() {
@@ -822,7 +1000,14 @@
     const path = location.hash.replace(/^#/, '') || '/';
     document.title = 'walhook console';
     $('nav-endpoints').setAttribute('aria-current', path === '/' ? 'page' : 'false');
+    $('nav-sources').setAttribute('aria-current', path.startsWith('/sources') ? 'page' : 'false');
     let m;
+    if (path === '/sources') return sourcesPage(gen);
+    if ((m = /^\/sources\/([^/]+)$/.exec(path))) {
+      let name;
+      try { name = decodeURIComponent(m[1]); } catch (e) { name = m[1]; }
+      return sourcePage(gen, name);
+    }
     if ((m = /^\/endpoints\/(\d+)$/.exec(path))) return endpointPage(gen, m[1]);
     if ((m = /^\/events\/([^/]+)$/.exec(path))) {
       let id;

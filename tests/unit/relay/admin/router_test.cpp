@@ -73,6 +73,16 @@ TEST_CASE("route_of: the table of routes") {
       {"POST", "/api/deliveries/resend", to(route_kind::resend), 0},
       {"GET", "/api/deliveries/resend", std::nullopt, 405},
       {"POST", "/api/deliveries", std::nullopt, 404},
+      {"GET", "/api/sources", to(route_kind::sources), 0},
+      {"POST", "/api/sources", std::nullopt, 405},
+      {"GET", "/api/sources/shop-eu_2", to(route_kind::source, 0, "shop-eu_2"), 0},
+      {"HEAD", "/api/sources/shop", to(route_kind::source, 0, "shop"), 0},
+      {"GET", "/api/sources/Shop", std::nullopt, 400},      // names are lower case
+      {"GET", "/api/sources/-shop", std::nullopt, 400},     // and start with a letter or digit
+      {"GET", "/api/sources/sh%20op", std::nullopt, 400},   // never decoded into another name
+      {"GET", "/api/sources/" + std::string(64, 'a'), std::nullopt, 400},
+      {"POST", "/api/sources/shop", std::nullopt, 405},
+      {"GET", "/api/sources/shop/x", std::nullopt, 404},
       {"GET", "/api/", std::nullopt, 404},
       {"GET", "/api/nothing", std::nullopt, 404},
   };
@@ -93,6 +103,7 @@ TEST_CASE("route_of: the answers without a route say why") {
   CHECK(body("GET", "/api/endpoints/7/pause") == R"({"error":"use POST here"})");
   CHECK(body("GET", "/api/endpoints/abc") == R"({"error":"not an endpoint id: abc"})");
   CHECK(body("GET", "/api/events/abc") == R"j({"error":"not an event id (a UUID): abc"})j");
+  CHECK(body("GET", "/api/sources/A") == R"j({"error":"not a source name: A"})j");
   CHECK(body("GET", "/api/nothing") == R"j({"error":"no such API route (docs/api.md)"})j");
 }
 

@@ -147,6 +147,24 @@ TEST_CASE("endpoint_from_row: an inserted row") {
   CHECK_FALSE(e->aggregate_ordering);
 }
 
+TEST_CASE("endpoint_from_row: only an inbox destination's target may reach private networks") {
+  CHECK_FALSE(endpoint_from_row(row_view(endpoints_rel, endpoint_tuple("7", "http://10.0.0.5/in")), nullptr)
+                  ->target->http.private_network_allowed);
+  for (const char* tenant : {"inbox:shop", "inbox:", "INBOX:shop", "shop:inbox:", "acme"}) {
+    CAPTURE(tenant);
+    for (const char* url : {"http://10.0.0.5/in", "nats://10.0.0.5:4222/orders", "amqp://10.0.0.5/?routing_key=k"}) {
+      CAPTURE(url);
+      auto t = endpoint_tuple("7", url);
+      t[1] = text(tenant);
+      auto e = endpoint_from_row(row_view(endpoints_rel, t), nullptr);
+      REQUIRE(e->target);
+      const bool own = std::string_view(tenant) == "inbox:shop";
+      CHECK(e->target->http.private_network_allowed == (own && e->target->kind == walhook::delivery::sink_kind::http));
+      CHECK(e->target->broker.private_network_allowed == (own && e->target->kind != walhook::delivery::sink_kind::http));
+    }
+  }
+}
+
 TEST_CASE("endpoint_from_row: NULL event_types subscribes to all; a list to those only") {
   const auto all_tuple = endpoint_tuple("1", "https://a.example/", null());
   auto all = endpoint_from_row(row_view(endpoints_rel, all_tuple), nullptr);
