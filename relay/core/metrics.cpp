@@ -220,6 +220,19 @@ void endpoint_families(exposition& x, const metrics_snapshot& s) {
            "large, endpoint removed, ...).");
   for (const auto& e : s.endpoints)
     x.out += fmt::format("walhook_endpoint_dead_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.dead);
+  // The endpoint's state, one series with the current status (an alert on paused_by_breaker or
+  // disabled needs no join), and its failures in a row; the leader's only, as below.
+  x.header("walhook_endpoint_status", "gauge",
+           "1, labelled with the endpoint's status: active, paused (by an operator), paused_by_breaker, disabled. "
+           "Only the instance that streams the slot exports it.");
+  for (const auto& e : s.endpoints)
+    if (e.status) x.out += fmt::format("walhook_endpoint_status{{endpoint=\"{}\",status=\"{}\"}} 1\n", e.id, *e.status);
+  x.header("walhook_endpoint_consecutive_failures", "gauge",
+           "Failed attempts in a row, per endpoint (the circuit breaker's count; 0 after a success). Only the "
+           "instance that streams the slot exports it.");
+  for (const auto& e : s.endpoints)
+    if (e.status)
+      x.out += fmt::format("walhook_endpoint_consecutive_failures{{endpoint=\"{}\"}} {}\n", e.id, e.consecutive_failures);
   // The alert that catches a customer's pain: how old is the oldest event still waiting for them.
   // Read from the database, so only the leader exports it (a standby would repeat the leader's).
   if (s.streaming) {
@@ -263,6 +276,17 @@ std::string render_prometheus(const metrics_snapshot& s) {
 
 std::string_view sink_label(const endpoint* ep) {
   return ep && ep->target ? delivery::to_string(ep->target->kind) : std::string_view("http");
+}
+
+void set_endpoint_state(endpoint_metrics& m, const endpoint* ep, const delivery::breaker_state& health,
+                        std::chrono::system_clock::time_point now) {
+  if (!ep) return;
+  const bool breaker = health.paused_until && *health.paused_until > now;
+  m.status = ep->status == endpoint_status::disabled ? "disabled"
+             : ep->status == endpoint_status::paused ? "paused"
+             : breaker                                ? "paused_by_breaker"
+                                                      : "active";
+  m.consecutive_failures = health.consecutive_failures;
 }
 
 }  // namespace walhook::relay

@@ -9,8 +9,10 @@
 // labelled by outcome class only (13 × 13 series at most), never by endpoint.
 
 #include "common/lsn.hpp"
+#include "delivery/breaker.hpp"
 #include "relay/core/stats.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,11 +34,22 @@ struct endpoint_metrics {
   /// The sink its URL picks (delivery/destination.hpp): "http", "nats", "amqp"; the `sink`
   /// label of walhook_endpoint_attempts_total.
   std::string_view sink = "http";
+  /// Its state as the instance that streams the slot follows it (absent on a standby, whose
+  /// directory is not current): "active", "paused" (by an operator), "paused_by_breaker" (the
+  /// circuit breaker holds it: paused_until in the future), "disabled"; and its failed attempts
+  /// in a row (the breaker's count).
+  std::optional<std::string_view> status = std::nullopt;
+  int consecutive_failures = 0;
 };
 
 struct endpoint;
 /// The sink label of an endpoint: its URL's kind; "http" for none or an unusable URL.
 std::string_view sink_label(const endpoint* ep);
+/// Sets m.status and m.consecutive_failures from the endpoint (nothing if null) and its breaker's
+/// state at `now`: disabled, paused (the operator's), paused_by_breaker (paused_until > now), or
+/// active. Pure.
+void set_endpoint_state(endpoint_metrics& m, const endpoint* ep, const delivery::breaker_state& health,
+                        std::chrono::system_clock::time_point now);
 
 /// The standard process metrics (Prometheus client libraries' `process_*`, Linux /proc/self).
 struct process_metrics {

@@ -570,15 +570,15 @@ asio::awaitable<std::string> engine::metrics_text() {
   m.commit = walhook_commit;
   m.process = read_process_metrics();
   std::map<std::int64_t, endpoint_metrics> by_id;
-  const auto& counters = m.delivery.endpoints;
   for (auto id : s.directory.ids()) {
-    auto c = counters.find(id);
-    by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
-                 c == counters.end() ? endpoint_counters{} : c->second, std::nullopt, 0,
-                 sink_label(s.directory.find(id))};
+    auto c = m.delivery.endpoints.find(id);
+    auto& e = by_id[id] = {id, s.deliveries.scheduler().queued(id), s.deliveries.scheduler().in_flight(id), std::nullopt,
+                           c == m.delivery.endpoints.end() ? endpoint_counters{} : c->second, std::nullopt, 0,
+                           sink_label(s.directory.find(id))};
+    if (s.session_active)  // a standby's directory is not current: the leader's alone says the state
+      set_endpoint_state(e, s.directory.find(id), s.directory.health(id), s.clock.system_now());
   }
-  // What the database says is the leader's to export: a standby (or an instance reconnecting)
-  // would repeat it, and a scrape must not cost the database when this instance is not working.
+  // The database's numbers are the leader's to export (a standby would repeat them, at a cost).
   if (s.session_active)
     if (auto ages = co_await s.store.oldest_pending())
       for (const auto& [id, age] : *ages)

@@ -1,7 +1,8 @@
 // The docs name only metrics walhook exports, and docs/architecture.md names every one: the
 // names are taken from relay::render_prometheus of a snapshot with every field set (so every
 // family is printed), and compared with each `walhook_…` / `process_…` word of the repository's
-// markdown. A failure names the doc, its line and the word.
+// markdown, of the alert rules (compose/prometheus/rules.yml) and of the Grafana dashboard
+// (compose/grafana/walhook.json). A failure names the file, its line and the word.
 
 #include "relay/core/metrics.hpp"
 #include "relay/inbox/ingest_metrics.hpp"
@@ -35,6 +36,7 @@ metrics_snapshot every_family() {
   e.id = 1;
   e.oldest_pending_age_s = 1.0;
   e.counters.attempts[0] = 1;
+  e.status = "active";  // the leader's endpoint states
   s.endpoints.push_back(e);
   s.process = process_metrics{.cpu_seconds = 1, .resident_bytes = 1, .virtual_bytes = 1, .start_time_seconds = 1,
                               .open_fds = 1.0, .max_fds = 1.0};
@@ -124,4 +126,36 @@ TEST_CASE("docs/architecture.md names every metric walhook exports") {
   for (const auto& family : exported_names().families)
     if (!named_there.contains(family))
       FAIL_CHECK(doc.path << ": `" << family << "` is exported on /metrics but not described (section Metrics)");
+}
+
+TEST_CASE("the alert rules and the Grafana dashboard name only metrics walhook exports, and recorded series the rules define") {
+  const auto names = exported_names();
+  const auto rules = read_markdown("compose/prometheus/rules.yml");
+  const auto dashboard = read_markdown("compose/grafana/walhook.json");
+  // Recorded series (level:metric:operations) are the rules' own.
+  std::set<std::string> recorded;
+  static const std::regex record(R"(record:\s*([A-Za-z0-9_:]+))");
+  for (std::sregex_iterator it(rules.text.begin(), rules.text.end(), record), end; it != end; ++it) recorded.insert((*it)[1]);
+  CHECK(recorded.size() >= 4);
+  static const std::regex series(R"((^|[^A-Za-z0-9_:])((walhook|process)[A-Za-z0-9_]*(:[A-Za-z0-9_:]+)?))");
+  int checked = 0;
+  for (const auto* file : {&rules, &dashboard}) {
+    const std::string& text = file->text;
+    for (std::sregex_iterator it(text.begin(), text.end(), series), end; it != end; ++it) {
+      const std::string w = (*it)[2];
+      const auto after = static_cast<std::size_t>(it->position(2) + it->length(2));
+      // Prose ("walhook status", "process"), files and tables ("walhook.outbox").
+      if (w.find_first_of("_:") == std::string::npos || (after < text.size() && (text[after] == '.' || text[after] == '/')))
+        continue;
+      const auto line = 1 + std::count(text.begin(), text.begin() + it->position(2), '\n');
+      ++checked;
+      const bool known = w.find(':') != std::string::npos ? recorded.contains(w)
+                                                           : names.families.contains(w) || names.samples.contains(w);
+      if (!known)
+        FAIL_CHECK(file->path << ":" << line << ": `" << w << "` is neither a metric walhook exports nor a series "
+                              << "compose/prometheus/rules.yml records");
+    }
+  }
+  MESSAGE(checked, " series names checked");
+  CHECK(checked > 30);
 }

@@ -82,6 +82,18 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
   CHECK(text.find(fmt::format("walhook_endpoint_oldest_pending_age_seconds{{{}}}", ok_label)) == std::string::npos);
   CHECK(sample(text, "walhook_streaming") == 1);
   CHECK(text.find("\nwalhook_slot_wal_status{status=\"reserved\"} 1\n") != std::string::npos);
+  // The endpoints' states (compose/prometheus/rules.yml alerts on them): three failures in a row.
+  CHECK(sample(text, fmt::format("walhook_endpoint_status{{{},status=\"active\"}}", ok_label)) == 1);
+  CHECK(sample(text, fmt::format("walhook_endpoint_consecutive_failures{{{}}}", ok_label)) == 0);
+  CHECK(sample(text, fmt::format("walhook_endpoint_consecutive_failures{{{}}}", fail_label)) == events);
+  // The operator pauses the healthy one: its one series says so.
+  std::string out;
+  REQUIRE(test::run_walhook({"endpoint", "pause", std::to_string(ok), "--database-url", s.url}, out) == 0);
+  CHECK(test::eventually([&] {
+    text = scrape(leader_port);
+    return sample(text, fmt::format("walhook_endpoint_status{{{},status=\"paused\"}}", ok_label)) == 1;
+  }, 10s));
+  CHECK(text.find(fmt::format("walhook_endpoint_status{{{},status=\"active\"}}", ok_label)) == std::string::npos);
 
   // Build info: the version and commit this binary was built with, the same as --version.
   const std::string build_info =
@@ -115,6 +127,7 @@ TEST_CASE("a 503 endpoint and a 200 endpoint: attempts by outcome class; build i
   CHECK(standby_text.find("walhook_endpoint_oldest_pending_age_seconds") == std::string::npos);
   CHECK(standby_text.find("walhook_slot_wal_status") == std::string::npos);
   CHECK(standby_text.find("walhook_slot_retained_wal_bytes") == std::string::npos);
+  CHECK(standby_text.find("walhook_endpoint_status{") == std::string::npos);  // its directory is not current
   CHECK(sample(standby_text, build_info) == 1);
   CHECK(sample(standby_text, "process_resident_memory_bytes").has_value());
   CHECK(sample(standby_text, "walhook_attempts_total") == 0);  // its own counters: it attempted nothing

@@ -140,6 +140,11 @@ struct exposition {
   }
 
   bool has_family(const std::string& name) const { return type.contains(name); }
+  /// Whether the family `name` has at least one sample.
+  bool has_sample(const std::string& name) const {
+    auto it = samples.find(name);
+    return it != samples.end() && !it->second.empty();
+  }
   /// The value of the series `name` with exactly these labels, if present.
   std::optional<double> value(const std::string& family, const std::string& name,
                               const std::vector<std::pair<std::string, std::string>>& labels = {}) const {
@@ -175,6 +180,9 @@ metrics_snapshot example() {
   first.delivered = 6;
   first.dead = 1;
   s.endpoints = {{1, 5, 2, 30.5, first, std::nullopt, 0}, {2, 0, 0, std::nullopt, {}, std::nullopt, 0}};
+  s.endpoints[0].status = "paused_by_breaker";
+  s.endpoints[0].consecutive_failures = 20;
+  s.endpoints[1].status = "active";
   s.slot_wal_status = "unreserved";
   s.slot_retained_bytes = 1 << 20;
   s.slot_safe_wal_size = -4096;
@@ -230,6 +238,12 @@ TEST_CASE("render_prometheus: counters, gauges, per-endpoint series and a cumula
   has("walhook_endpoint_in_flight{endpoint=\"1\"} 2");
   has("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"1\"} 30.5");
   lacks("walhook_endpoint_oldest_pending_age_seconds{endpoint=\"2\"}");
+  // One series per endpoint, its current status; the breaker's count.
+  has("walhook_endpoint_status{endpoint=\"1\",status=\"paused_by_breaker\"} 1");
+  has("walhook_endpoint_status{endpoint=\"2\",status=\"active\"} 1");
+  lacks("walhook_endpoint_status{endpoint=\"1\",status=\"active\"}");
+  has("walhook_endpoint_consecutive_failures{endpoint=\"1\"} 20");
+  has("walhook_endpoint_consecutive_failures{endpoint=\"2\"} 0");
   // Per endpoint and outcome: only the non-zero pairs.
   has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"5xx\"} 4");
   has("walhook_endpoint_attempts_total{endpoint=\"1\",sink=\"http\",outcome=\"2xx\"} 6");
@@ -307,6 +321,12 @@ TEST_CASE("render_prometheus: a standby exports no oldest-pending series, and no
   CHECK(e.value("walhook_streaming", "walhook_streaming") == 0);
   CHECK(!e.has_family("walhook_endpoint_oldest_pending_age_seconds"));
   CHECK(!e.has_family("walhook_slot_wal_status"));
+  // The engine gives a standby's endpoints no status (its directory is not current): no series.
+  auto standby = s;
+  for (auto& ep : standby.endpoints) ep.status.reset();
+  exposition es(render_prometheus(standby));
+  CHECK(!es.has_sample("walhook_endpoint_status"));
+  CHECK(!es.has_sample("walhook_endpoint_consecutive_failures"));
   CHECK(!e.has_family("walhook_slot_retained_wal_bytes"));
   // Its own counters, build and process metrics stay.
   CHECK(e.value("walhook_endpoint_attempts_total", "walhook_endpoint_attempts_total",
