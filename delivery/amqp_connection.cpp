@@ -275,7 +275,7 @@ void connection_worker::wait_for_work() {
 
 void connection_worker::connect(steady_clock::time_point deadline) {
   const auto& t = queued_.front().target;
-  auto addresses = resolve_checked(t.host, t.port, options_.allow_private_networks || t.private_network_allowed);
+  auto addresses = resolve_checked(t.host, t.port, policy_of(options_, t));
   transport_error failure;
   if (!addresses) {
     failure = addresses.error();

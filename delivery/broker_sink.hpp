@@ -3,6 +3,7 @@
 // and the SSRF-checked name resolution they run on their own threads before they connect.
 
 #include "common/time.hpp"
+#include "delivery/ssrf.hpp"
 #include "delivery/transport.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -35,6 +36,10 @@ struct broker_sink_options {
 /// Errors: resolve_failed (detail: the resolver's message), address_blocked (every address
 /// refused; detail: which and why).
 boost::system::result<std::vector<boost::asio::ip::tcp::endpoint>, transport_error> resolve_checked(
-    const std::string& host, const std::string& port, bool allow_private_networks);
+    const std::string& host, const std::string& port, ssrf_policy policy);
+
+/// The guard's policy for a broker target: open with allow_private_networks, private_allowed for
+/// an inbox destination (broker_target::private_network_allowed), else guarded. Pure.
+ssrf_policy policy_of(const broker_sink_options& options, const broker_target& target);
 
 }  // namespace walhook::delivery

@@ -262,15 +262,15 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
     endpoints = std::move(*resolved);
   }
 
-  // Cloud metadata services are never a webhook target, private networks allowed or not.
-  std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_metadata_address(e.address()); });
-  if (endpoints.empty()) co_return err(transport_errc::address_blocked);
-  if (!core.options.allow_private_networks && !target.private_network_allowed) {
-    std::erase_if(endpoints, [](const tcp::endpoint& e) { return is_blocked_address(e.address()); });
-    if (endpoints.empty()) {
-      log::debug("http.address_blocked", {{"host", target.host}});
-      co_return err(transport_errc::address_blocked);
-    }
+  // Cloud metadata services are never a webhook target, private networks allowed or not; an
+  // inbox destination (the operator's handler) may reach private networks, not link-local.
+  const auto policy = core.options.allow_private_networks ? ssrf_policy::open
+                      : target.private_network_allowed    ? ssrf_policy::private_allowed
+                                                          : ssrf_policy::guarded;
+  std::erase_if(endpoints, [policy](const tcp::endpoint& e) { return refuses(e.address(), policy); });
+  if (endpoints.empty()) {
+    log::debug("http.address_blocked", {{"host", target.host}});
+    co_return err(transport_errc::address_blocked);
   }
 
   auto conn = std::make_unique<connection>();

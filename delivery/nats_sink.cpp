@@ -310,7 +310,7 @@ transport_error connect_error(natsStatus s, const std::string& where) {
 /// subscribes to the link's reply inbox. The engine has not seen `l` yet.
 boost::system::result<void, transport_error> connect_blocking(const std::shared_ptr<link>& l, const broker_target& t,
                                                               const broker_sink_options& o, milliseconds timeout) {
-  auto addresses = resolve_checked(t.host, t.port, o.allow_private_networks || t.private_network_allowed);
+  auto addresses = resolve_checked(t.host, t.port, policy_of(o, t));
   if (!addresses) return addresses.error();
   transport_error last;
   for (const auto& a : *addresses) {

@@ -1,5 +1,8 @@
 #include "delivery/ssrf.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <boost/asio/ip/network_v4.hpp>
 #include <boost/asio/ip/network_v6.hpp>
 
@@ -126,12 +129,33 @@ std::optional<blocked_reason> why_blocked(const boost::asio::ip::address& addres
 bool is_blocked_address(const boost::asio::ip::address& address) { return why_blocked(address).has_value(); }
 
 bool is_metadata_address(const boost::asio::ip::address& address) {
-  static const auto v4 = ip::make_address_v4("169.254.169.254");
+  static const ip::address_v4 v4[] = {ip::make_address_v4("169.254.169.254"), ip::make_address_v4("169.254.170.2"),
+                                      ip::make_address_v4("100.100.100.200")};
   static const auto v6 = ip::make_address_v6("fd00:ec2::254");
-  if (address.is_v4()) return address.to_v4() == v4;
+  const auto known = [](const ip::address_v4& a) { return std::find(std::begin(v4), std::end(v4), a) != std::end(v4); };
+  if (address.is_v4()) return known(address.to_v4());
   const auto a6 = address.to_v6();
-  if (const auto embedded = embedded_v4(a6)) return embedded->first == v4;  // mapped, NAT64, 6to4
+  if (const auto embedded = embedded_v4(a6)) return known(embedded->first);  // mapped, NAT64, 6to4
   return a6 == v6;
+}
+
+bool is_link_local_address(const boost::asio::ip::address& address) {
+  const auto v4_link_local = [](const ip::address_v4& a) { return (a.to_uint() >> 16) == ((169u << 8) | 254u); };
+  if (address.is_v4()) return v4_link_local(address.to_v4());
+  const auto a6 = address.to_v6();
+  if (const auto embedded = embedded_v4(a6)) return v4_link_local(embedded->first);
+  const auto bytes = a6.to_bytes();
+  return bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80;  // fe80::/10
+}
+
+bool refuses(const boost::asio::ip::address& address, ssrf_policy policy) {
+  if (is_metadata_address(address)) return true;
+  switch (policy) {
+    case ssrf_policy::guarded: return is_blocked_address(address);
+    case ssrf_policy::private_allowed: return is_link_local_address(address);
+    case ssrf_policy::open: return false;
+  }
+  return true;
 }
 
 }  // namespace walhook::delivery

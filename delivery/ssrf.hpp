@@ -34,8 +34,23 @@ struct blocked_reason {
 /// The rule behind is_blocked_address: std::nullopt exactly when it returns false.
 std::optional<blocked_reason> why_blocked(const boost::asio::ip::address& address);
 
-/// Cloud metadata services (169.254.169.254, also IPv4-mapped, and AWS's fd00:ec2::254):
-/// refused always, even with allow_private_networks.
+/// Cloud metadata services (169.254.169.254, AWS ECS's 169.254.170.2, Alibaba Cloud's
+/// 100.100.100.200, each also embedded in IPv6, and AWS's fd00:ec2::254): refused always, even
+/// with allow_private_networks.
 bool is_metadata_address(const boost::asio::ip::address& address);
+
+/// Link-local addresses (169.254/16, also embedded in IPv6, and fe80::/10): where cloud
+/// providers put their instance services.
+bool is_link_local_address(const boost::asio::ip::address& address);
+
+/// How much of the guard applies to a target.
+enum class ssrf_policy {
+  guarded,          ///< a customer's endpoint: is_blocked_address and metadata refused
+  private_allowed,  ///< the operator's own handler (an inbox destination): only link-local and metadata refused
+  open,             ///< walhook run --allow-private-networks: only metadata refused
+};
+
+/// Whether the guard refuses `address` under `policy`. Pure.
+bool refuses(const boost::asio::ip::address& address, ssrf_policy policy);
 
 }  // namespace walhook::delivery

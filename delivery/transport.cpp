@@ -19,8 +19,8 @@ class transport_category_impl final : public boost::system::error_category {
         return "DNS resolution of the endpoint host failed";
       case transport_errc::address_blocked:
         // Named with its way out: a new user's localhost endpoint hits this first.
-        return "address blocked by the SSRF guard: every resolved address is loopback, private, link-local or "
-               "reserved (walhook run --allow-private-networks allows them)";
+        return "address blocked by the SSRF guard: every resolved address is loopback, private, link-local, "
+               "reserved or a cloud metadata service (walhook run --allow-private-networks allows all but the last)";
       case transport_errc::connect_failed:
         return "TCP connection failed";
       case transport_errc::tls_failed:

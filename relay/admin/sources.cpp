@@ -55,28 +55,27 @@ void write_source(json_writer& j, const operations::source_status& s) {
       .field("last_error_at", s.last_error_at);
 }
 
-/// The source's destinations: the endpoints of tenant "inbox:{name}", with their health.
+/// The source's destinations (the endpoints of tenant "inbox:{name}") as the endpoint page reads
+/// them (relay/operations/status.hpp): what waits for each, in rows (pending) and read back from
+/// the outbox by its cursor (owed), and whether its breaker holds it.
 void write_destinations(json_writer& j, blocking_db& db, const std::string& name) {
-  auto r = db.exec(R"sql(
-SELECT e.id, e.url, e.status, coalesce(h.paused_until > now(), false),
-       count(d.id) FILTER (WHERE d.status = 'pending'), count(d.id) FILTER (WHERE d.status = 'dead'), h.last_status
-  FROM walhook.endpoints e
-  LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id
-  LEFT JOIN walhook.deliveries d ON d.endpoint_id = e.id
- WHERE e.tenant_id = 'inbox:' || $1
- GROUP BY e.id, h.paused_until, h.last_status ORDER BY e.id)sql",
-                   pg::params{name});
+  auto ids = db.exec("SELECT id FROM walhook.endpoints WHERE tenant_id = 'inbox:' || $1 ORDER BY id", pg::params{name});
   j.begin_array();
-  for (int i = 0; i < r.rows(); ++i)
-    j.begin_object()
-        .field("endpoint_id", r.integer(i, 0))
-        .field("url", delivery::redact_url(std::string(r.value(i, 1))))
-        .field("status", std::string(r.value(i, 2)))
-        .field("paused_by_breaker", r.value(i, 3) == "t")
-        .field("pending", r.integer(i, 4))
-        .field("dead", r.integer(i, 5))
-        .field("last_status", r.optional_integer(i, 6))
-        .end_object();
+  for (int i = 0; i < ids.rows(); ++i)
+    for (const auto& e : operations::endpoint_statuses(db, ids.integer(i, 0)))
+      j.begin_object()
+          .field("endpoint_id", e.id)
+          .field("url", delivery::redact_url(e.url))
+          .field("status", e.status)
+          .field("paused_by_breaker", e.breaker_holds)
+          .field("paused_until", e.breaker_holds ? e.paused_until : std::nullopt)
+          .field("pending", e.pending)
+          .field("owed", e.owed)
+          .field("following_outbox_since", e.following_outbox_since)
+          .field("dead", e.dead)
+          .field("last_status", e.last_status)
+          .field("last_error", e.last_error ? std::optional<std::string>(delivery::cap_text(*e.last_error)) : std::nullopt)
+          .end_object();
   j.end_array();
 }
 

@@ -1,5 +1,7 @@
 #include "relay/inbox/sources.hpp"
 
+#include "relay/operations/sources.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -62,15 +64,7 @@ boost::system::result<source_config, std::string> source_of_row(const pg::query_
   return s;
 }
 
-bool valid_source_name(std::string_view name) {
-  if (name.empty() || name.size() > 63) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
-  }
-  return true;
-}
+bool valid_source_name(std::string_view name) { return operations::is_source_name(name); }
 
 std::string inbox_tenant(std::string_view source_name) { return fmt::format("inbox:{}", source_name); }
 

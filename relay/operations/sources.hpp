@@ -38,7 +38,8 @@ struct source_status {
 /// or this role may not read it (an older schema, sql/roles.sql not run again).
 std::vector<source_status> source_statuses(blocking_db& db, std::optional<std::string_view> only = std::nullopt);
 
-/// Whether `name` has the form of a source name (walhook.inbox_sources.name's CHECK).
+/// Whether `name` has the form of a source name (walhook.inbox_sources.name's CHECK): 1–63 of
+/// [a-z0-9_-], starting with a letter or digit. Pure.
 bool is_source_name(std::string_view name);
 
 }  // namespace walhook::relay::operations

@@ -157,7 +157,7 @@ TEST_CASE("poison: an event its handler always fails is quarantined when its ret
   CHECK(walhook.stop() == 0);
 }
 
-TEST_CASE("an inbox destination on loopback is delivered without --allow-private-networks; a customer endpoint there is still refused") {
+TEST_CASE("an inbox destination on loopback is delivered without --allow-private-networks; a customer endpoint there, or a destination on link-local, is still refused") {
   inbox_setup s("inbox_private");
   s.add_source("shop");
   const long long customer = test::add_endpoint(s.db, "acme", s.rcv->url("/acme"), delivery::generate_secret());
@@ -179,5 +179,18 @@ TEST_CASE("an inbox destination on loopback is delivered without --allow-private
   REQUIRE_MESSAGE(test::eventually([&] { return !s.value(customer_error).empty(); }, 20s), walhook.log_tail());
   CHECK(s.value(customer_error).find("address blocked by the SSRF guard") != std::string::npos);
   CHECK(s.received("/acme", 0).empty());
+
+  // Not link-local, where cloud providers serve credentials (AWS ECS's 169.254.170.2).
+  std::string out;
+  REQUIRE(test::run_walhook({"inbox", "source", "add", "--database-url", s.url, "--name", "meta", "--scheme",
+                             "standard-webhooks", "--secret", s.partner.secret, "--destination",
+                             "http://169.254.170.2/v2/credentials"},
+                            out) == 0);
+  // ingest finds a new source within a second (it reads the sources again at most that often).
+  REQUIRE(test::eventually([&] { return post(port, "/in/meta", s.partner.headers("evt_meta", body), body).status == 200; }, 10s));
+  const std::string meta_error = "SELECT d.last_error FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id "
+                                 "WHERE e.tenant_id = 'inbox:meta' AND d.last_error IS NOT NULL";
+  REQUIRE_MESSAGE(test::eventually([&] { return !s.value(meta_error).empty(); }, 20s), walhook.log_tail());
+  CHECK(s.value(meta_error).find("address blocked by the SSRF guard") != std::string::npos);
   CHECK(walhook.stop() == 0);
 }

@@ -895,14 +895,17 @@
   function destinationsTable(list, reload) {
     if (!list || list.length === 0) return el('p', { class: 'muted', id: 'destinations-table' }, 'None.');
     return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id: 'destinations-table' },
-      el('thead', {}, el('tr', {}, ['Endpoint', 'URL', 'Status', 'Pending', 'Quarantined', ''].map((h, i) =>
-        el('th', { scope: 'col', class: [3, 4].includes(i) ? 'num' : null }, h || el('span', { class: 'sr-only' }, 'Actions'))))),
+      el('thead', {}, el('tr', {}, ['Endpoint', 'URL', 'Status', 'Pending', 'Owed', 'Quarantined', ''].map((h, i) =>
+        el('th', { scope: 'col', class: [3, 4, 5].includes(i) ? 'num' : null,
+          title: h === 'Owed' ? 'Events its outbox cursor still owes it (it fell behind)' : null },
+        h || el('span', { class: 'sr-only' }, 'Actions'))))),
       el('tbody', {}, list.map((d) => el('tr', { dataset: { endpointId: d.endpoint_id } },
         el('td', {}, el('a', { href: endpointHref(d.endpoint_id) }, String(d.endpoint_id))),
         el('td', {}, el('span', { class: 'url', title: d.url }, shortUrl(d.url, 48))),
         el('td', {}, statusBadge(endpointStatus(d))),
-        el('td', { class: 'num' }, numNode(d.pending)),
-        el('td', { class: 'num' }, numNode(d.dead)),
+        el('td', { class: 'num', dataset: { col: 'pending' } }, numNode(d.pending)),
+        el('td', { class: 'num', dataset: { col: 'owed' } }, numNode(d.owed)),
+        el('td', { class: 'num', dataset: { col: 'dead' } }, numNode(d.dead)),
         el('td', {}, el('button', {
           type: 'button', class: 'small', dataset: { action: 'replay' }, disabled: !d.dead,
           onclick: async () => {
@@ -919,11 +922,25 @@
         }, 'Replay…')))))));
   }
 
+  /** Destinations that hold their events back (the breaker's pause, a disable): said in words. */
+  function heldDestinations(list) {
+    const held = (list || []).filter((d) => d.paused_by_breaker || d.status !== 'active');
+    if (held.length === 0) return null;
+    return el('div', { class: 'warn-box', id: 'destinations-held' }, held.map((d) => el('p', {},
+      el('a', { href: endpointHref(d.endpoint_id) }, 'Endpoint ' + d.endpoint_id), ' is ', endpointStatus(d),
+      d.paused_until ? [' until ', timeNode(d.paused_until, { full: true })] : null,
+      ': ' + plural((d.pending || 0) + (d.owed || 0), 'event waits', 'events wait') +
+      ' for it, whatever the retry schedule says. Once its handler is fixed, Resume it on its page to send them now.')));
+  }
+
   /** Quarantined or deferred deliveries of a source: the sender's id, the destination, why. */
-  function sourceDeliveries(rows, destinations, reload, id, { resend }) {
+  function sourceDeliveries(rows, destinations, reload, id, { resend, total }) {
     if (!rows || rows.length === 0) return el('p', { class: 'muted', id }, 'None.');
     const urls = new Map((destinations || []).map((d) => [d.endpoint_id, d.url]));
-    return el('div', { class: 'table-wrap' }, el('table', { class: 'data', id },
+    return el('div', { class: 'table-wrap' },
+      total > rows.length ? el('p', { class: 'muted hint', id: id + '-shown' },
+        'The ' + rows.length + ' most recently changed of ' + total + ' are shown.') : null,
+      el('table', { class: 'data', id },
       el('thead', {}, el('tr', {}, ['Sender\'s id', 'Type', 'Destination', 'Attempts', 'Deferrals', 'Last status', 'Last error',
         resend ? 'Since' : 'Next attempt', ''].map((h, i) =>
         el('th', { scope: 'col', class: [3, 4, 5].includes(i) ? 'num' : null }, h || el('span', { class: 'sr-only' }, 'Actions'))))),
@@ -966,14 +983,15 @@
           el('div', { class: 'stats', id: 'source-stats' }, SOURCE_COUNTERS.map(stat)),
           s.last_error ? el('div', { class: 'warn-box', id: 'source-last-error' }, el('strong', {}, 'Last error: '), s.last_error,
             s.last_error_at ? [' · ', timeNode(s.last_error_at)] : null) : null,
+          heldDestinations(s.destinations),
           el('div', { class: 'columns' },
             section('Destinations', 'destinations', destinationsTable(s.destinations, reload)),
             section('Settings', 'source-settings-card', sourceSettings(s))),
           section('Quarantined', 'quarantined', el('p', { class: 'muted hint' },
             'Spent their retry schedule or their deferrals: replay a destination above, or resend one.'),
-          sourceDeliveries(s.quarantined_deliveries, s.destinations, reload, 'quarantined-table', { resend: true })),
+          sourceDeliveries(s.quarantined_deliveries, s.destinations, reload, 'quarantined-table', { resend: true, total: s.quarantined })),
           section('Deferred', 'deferred', el('p', { class: 'muted hint' }, 'Waiting for a predecessor: tried again soon.'),
-            sourceDeliveries(s.deferred_deliveries, s.destinations, reload, 'deferred-table', { resend: false })),
+            sourceDeliveries(s.deferred_deliveries, s.destinations, reload, 'deferred-table', { resend: false, total: s.deferred })),
           section('Reused ids', 'key-reuse', el('p', { class: 'muted hint' },
             'Ids sent again with another body, refused with 409: a sender bug or an attack.'), keyReuseTable(s.key_reuse)));
         if (background) window.scrollTo(0, scroll);

@@ -152,7 +152,8 @@ TEST_CASE("ssrf: a scope id does not get an address past the guard") {
 TEST_CASE("ssrf: cloud metadata addresses") {
   // NAT64 (64:ff9b::/96) and 6to4 reach the IPv4 address they embed: the metadata service too.
   for (std::string_view a : {"169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
-                             "64:ff9b::169.254.169.254", "2002:a9fe:a9fe::", "2002:a9fe:a9fe:1::1", "fd00:ec2::254"}) {
+                             "64:ff9b::169.254.169.254", "2002:a9fe:a9fe::", "2002:a9fe:a9fe:1::1", "fd00:ec2::254",
+                             "169.254.170.2", "::ffff:169.254.170.2", "100.100.100.200", "::ffff:100.100.100.200"}) {
     CAPTURE(a);
     CHECK(is_metadata_address(asio::ip::make_address(a)));
     CHECK(blocked(a));  // also covered by the private ranges
@@ -161,5 +162,30 @@ TEST_CASE("ssrf: cloud metadata addresses") {
                              "64:ff9b::a9fe:a9fd", "64:ff9b::1:a9fe:a9fe", "2002:a9fe:a9fd::"}) {
     CAPTURE(a);
     CHECK_FALSE(is_metadata_address(asio::ip::make_address(a)));
+  }
+}
+
+TEST_CASE("ssrf: what each policy refuses; an inbox destination reaches private networks, never link-local or metadata") {
+  using walhook::delivery::ssrf_policy;
+  struct row {
+    std::string_view address;
+    bool guarded, private_allowed, open;
+  };
+  const row rows[] = {
+      {"93.184.216.34", false, false, false},  // public
+      {"127.0.0.1", true, false, false},       {"::1", true, false, false},
+      {"10.1.2.3", true, false, false},        {"192.168.0.9", true, false, false},
+      {"fd12::1", true, false, false},         {"100.64.0.1", true, false, false},
+      {"169.254.1.1", true, true, false},      {"169.254.169.253", true, true, false},  // link-local
+      {"fe80::1", true, true, false},          {"::ffff:169.254.1.1", true, true, false},
+      {"169.254.169.254", true, true, true},   {"169.254.170.2", true, true, true},  // metadata: always
+      {"100.100.100.200", true, true, true},   {"fd00:ec2::254", true, true, true},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.address);
+    const auto a = asio::ip::make_address(r.address);
+    CHECK(walhook::delivery::refuses(a, ssrf_policy::guarded) == r.guarded);
+    CHECK(walhook::delivery::refuses(a, ssrf_policy::private_allowed) == r.private_allowed);
+    CHECK(walhook::delivery::refuses(a, ssrf_policy::open) == r.open);
   }
 }
