@@ -75,6 +75,17 @@ decision defer(const delivery::job& j, const endpoint& ep, const delivery::break
   return d;
 }
 
+// An endpoint with a retry schedule of its own (an inbox destination) pauses for at most the
+// schedule's first wait, however many probe rounds fail: its handler is the operator's, and
+// once fixed it gets the held events within that wait, not after an hour's pause.
+delivery::breaker_policy breaker_for(const endpoint& ep, delivery::breaker_policy policy) {
+  if (ep.retry_schedule.empty()) return policy;
+  auto cap = std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(ep.retry_schedule.front()));
+  policy.pause_step = std::min(policy.pause_step, cap);
+  policy.max_pause = std::min(policy.max_pause, cap);
+  return policy;
+}
+
 }  // namespace
 
 sql::delivery_outcome spill_record(const delivery::job& j, sys_time now, std::optional<sys_time> next_at,
@@ -162,7 +173,7 @@ decision decide(const delivery::job& j, const endpoint& ep, const delivery::brea
     return d;
   }
   auto next = next_attempt(j, ep, outcome, now, unit_random, policy);
-  auto action = delivery::record_failure(d.breaker, now, policy.breaker);
+  auto action = delivery::record_failure(d.breaker, now, breaker_for(ep, policy.breaker));
   // Retry-After speaks for the endpoint, not just this delivery: nothing is sent to it before
   // then (the pause ends like a breaker pause, with one probe round).
   if (outcome.retry_after && outcome.retry_after->count() > 0) {

@@ -100,7 +100,8 @@ struct decision {
 /// breaker counts the failure and may pause or disable the endpoint. An endpoint with policies of
 /// its own (an inbox destination, migration 011): a status in defer_statuses defers the delivery
 /// (a short wait, no failure, quarantined — dead — past max_deferrals), and a retry schedule
-/// replaces the backoff (dead once spent; deferrals do not count).
+/// replaces the backoff (dead once spent; deferrals do not count), and its breaker pauses for at
+/// most the schedule's first wait (at least 1 s) per round.
 decision decide(const delivery::job& j, const endpoint& ep, const delivery::breaker_state& breaker,
                 const delivery::attempt_outcome& outcome, sys_time now, double unit_random,
                 const outcome_policy& policy);

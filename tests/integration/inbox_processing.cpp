@@ -3,11 +3,13 @@
 // whose predecessor never comes is quarantined after the deferral limit while other keys flow;
 // a poison event is quarantined when its retry schedule is spent and replayed after a fix; an
 // inbox destination on loopback is delivered while the SSRF guard still refuses a customer's.
+// A handler outage pauses the breaker for the schedule's first wait only.
 // Real PostgreSQL, `walhook ingest` and `walhook run` as processes, the receiver as the handler.
 
 #include "tests/integration/inbox_support.hpp"
 
 #include <algorithm>
+#include <set>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -193,5 +195,45 @@ TEST_CASE("an inbox destination on loopback is delivered without --allow-private
                                  "WHERE e.tenant_id = 'inbox:meta' AND d.last_error IS NOT NULL";
   REQUIRE_MESSAGE(test::eventually([&] { return !s.value(meta_error).empty(); }, 20s), walhook.log_tail());
   CHECK(s.value(meta_error).find("address blocked by the SSRF guard") != std::string::npos);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("an outage of the handler: the breaker pauses for the schedule's first wait, not a minute; once fixed, the held events flow without a resume") {
+  inbox_setup s("inbox_outage");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/ledger", down);
+  s.add_source("ledger", {"--retry-schedule", "2s,2s,2s,2s,2s,2s,2s,2s,2s,2s"});
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  ingest_process ingest(s.url);
+  const auto port = ingest.port();
+  REQUIRE(port != 0);
+
+  constexpr int events = 24;  // more than the breaker's 20 failures in a row
+  for (int i = 0; i < events; ++i) {
+    const auto body = event_body("entry.posted", fmt::format("e{}", i));
+    REQUIRE(post(port, "/in/ledger", s.partner.headers(fmt::format("evt_{}", i), body), body).status == 200);
+  }
+  // The breaker opens: paused until (the failure that tripped it + 2 s), not + 60 s; the streak
+  // began under a second before the trip.
+  const std::string pause = "SELECT extract(epoch FROM h.paused_until - h.first_failure_at)::int FROM walhook.endpoint_health h "
+                            "JOIN walhook.endpoints e ON e.id = h.endpoint_id "
+                            "WHERE e.tenant_id = 'inbox:ledger' AND h.paused_until IS NOT NULL";
+  REQUIRE_MESSAGE(test::eventually([&] { return !s.value(pause).empty(); }, 20s), walhook.log_tail());
+  CHECK(std::stoi(s.value(pause)) < 20);
+
+  // Fixed. No resume: the breaker's next probe (within 2 s) finds it answering, and every
+  // held event is delivered; none was quarantined for the outage.
+  s.rcv->set_behaviour("/ledger", {});
+  auto distinct_received = [&] {
+    std::set<std::string> ids;
+    for (const auto& r : s.received("/ledger")) ids.insert(r.webhook_id);
+    return ids.size();
+  };
+  REQUIRE_MESSAGE(test::eventually([&] { return distinct_received() == static_cast<std::size_t>(events); }, 15s),
+                  distinct_received(), " of ", events, "\n", walhook.log_tail());
+  CHECK(s.value("SELECT count(*) FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id "
+                "WHERE e.tenant_id = 'inbox:ledger' AND d.status = 'dead'") == "0");
   CHECK(walhook.stop() == 0);
 }

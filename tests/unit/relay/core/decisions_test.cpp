@@ -324,3 +324,30 @@ TEST_CASE("decide: a retry schedule of its own replaces the backoff; deferrals d
   CHECK(d.result == verdict::dead);
   CHECK(d.record.last_error == "quarantined after 3 failed attempts (the retry schedule is spent): HTTP 500");
 }
+
+TEST_CASE("decide: a retry schedule of its own caps the breaker's pause at its first wait, round after round") {
+  auto ep = active_endpoint();
+  ep.retry_schedule = {30s, 300s};
+  outcome_policy policy;  // pause_step 60 s, max_pause 1 h
+  delivery::breaker_state streak;
+  streak.consecutive_failures = policy.breaker.failure_threshold - 1;
+  streak.first_failure_at = now - 10s;
+  auto d = decide(make_job({}, 11, 100, 0), ep, streak, outcome(delivery::verdict::retry, 500, "HTTP 500"), now, 0.5,
+                  policy);
+  REQUIRE(d.paused_until.has_value());
+  CHECK(*d.paused_until == now + 30s);  // not the 60 s an ordinary endpoint pauses for
+  // A failed probe round extends an ordinary endpoint's pause by a step each time; this one stays at 30 s.
+  auto probing = d.breaker;
+  probing.probe_rounds = 5;
+  auto later = now + 31s;
+  d = decide(make_job({}, 12, 100, 0), ep, probing, outcome(delivery::verdict::retry, 500, "HTTP 500"), later, 0.5,
+             policy);
+  REQUIRE(d.paused_until.has_value());
+  CHECK(*d.paused_until == later + 30s);
+  // The same streak on an endpoint without a schedule: the usual, longer pause.
+  ep.retry_schedule.clear();
+  d = decide(make_job({}, 12, 100, 0), ep, probing, outcome(delivery::verdict::retry, 500, "HTTP 500"), later, 0.5,
+             policy);
+  REQUIRE(d.paused_until.has_value());
+  CHECK(*d.paused_until > later + 60s);
+}
