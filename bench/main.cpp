@@ -4,6 +4,7 @@
 
 #include "bench/database.hpp"
 #include "bench/endpoint_scale.hpp"
+#include "bench/policies.hpp"
 #include "bench/proc_stats.hpp"
 #include "bench/report.hpp"
 #include "bench/scenarios.hpp"
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   long long deadline_ms = 5000, poll_interval_ms = 500;
   bool quiet = false;
 
+  add_policies_command(app);
   auto* run = app.add_subcommand("run", "Run a scenario (or a suite) and write <out>/<scenario>.{md,json} and PNG plots");
   std::vector<std::string> choices = scenario_names();
   choices.push_back("all");
@@ -249,7 +251,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "walhook-bench: " << e.what() << "\n";
+    return 1;
   }
+  if (!run->parsed()) return 0;  // another subcommand ran in its callback
   log::set_level(log::level::warn);
 
   so.relays.clear();

@@ -4,11 +4,21 @@
 
 namespace walhook::delivery {
 
-void scheduler::configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering) {
+void scheduler::configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering,
+                          std::optional<rate> limit, int burst) {
   auto& q = endpoints_[endpoint_id];
   q.id = endpoint_id;
   q.max_concurrency = std::max(1, max_concurrency);
   q.aggregate_ordering = aggregate_ordering;
+  if (!limit) {
+    q.limiter.reset();
+  } else if (!q.limiter || q.limiter->limit() != *limit || q.limiter->burst() != rate_limiter(*limit, burst).burst()) {
+    q.limiter.emplace(*limit, burst);
+  }
+  if (!q.limiter && q.rate_wait) {
+    q.rate_wait.reset();
+    rate_held_.erase(endpoint_id);
+  }
   make_ready(endpoint_id, q);
 }
 
@@ -36,7 +46,7 @@ std::list<job>::iterator scheduler::startable(endpoint_queue& q) {
 }
 
 void scheduler::make_ready(std::int64_t id, endpoint_queue& q) {
-  if (!q.in_ring && can_start(q)) {
+  if (!q.in_ring && !q.rate_wait && can_start(q)) {
     q.in_ring = true;
     ring_.push_back(id);
   }
@@ -82,7 +92,19 @@ scheduler::push_result scheduler::push(job j) {
   return {push_status::queued, std::nullopt};
 }
 
-std::optional<job> scheduler::next() {
+std::optional<job> scheduler::next(std::chrono::steady_clock::time_point now) {
+  // Endpoints whose rate limit lets them start again go to the back of the ring.
+  for (auto it = rate_held_.begin(); it != rate_held_.end();) {
+    auto& q = endpoints_[*it];
+    if (q.rate_wait && *q.rate_wait > now) {
+      ++it;
+      continue;
+    }
+    q.rate_wait.reset();
+    const auto id = *it;
+    it = rate_held_.erase(it);
+    make_ready(id, q);
+  }
   while (!ring_.empty() && !pools_full()) {
     std::int64_t id = ring_.front();
     ring_.pop_front();
@@ -93,6 +115,15 @@ std::optional<job> scheduler::next() {
     if (!can_start(q)) continue;
     auto it = startable(q);
     if (it == q.jobs.end()) continue;  // every queued aggregate is busy; finished() re-adds it
+    if (q.limiter) {
+      const auto at = q.limiter->available_at(now);
+      if (at > now) {  // over its rate: held until then
+        q.rate_wait = at;
+        rate_held_.insert(id);
+        continue;
+      }
+      q.limiter->started(now);
+    }
     job j = take(q, it);
     ++q.in_flight;
     ++in_flight_total_;
@@ -101,6 +132,20 @@ std::optional<job> scheduler::next() {
     return j;
   }
   return std::nullopt;
+}
+
+std::optional<std::chrono::steady_clock::time_point> scheduler::next_rate_release() const {
+  std::optional<std::chrono::steady_clock::time_point> first;
+  for (auto id : rate_held_) {
+    const auto& q = endpoints_.at(id);
+    if (q.rate_wait && (!first || *q.rate_wait < *first)) first = q.rate_wait;
+  }
+  return first;
+}
+
+void scheduler::slow_down(std::int64_t endpoint_id, std::chrono::steady_clock::time_point now) {
+  auto found = endpoints_.find(endpoint_id);
+  if (found != endpoints_.end() && found->second.limiter) found->second.limiter->slow_down(now);
 }
 
 void scheduler::park(job& j) {

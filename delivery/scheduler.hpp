@@ -15,6 +15,7 @@
 // spill a job to PostgreSQL). Single-threaded.
 
 #include "delivery/job.hpp"
+#include "delivery/rate_limit.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -42,7 +43,10 @@ class scheduler {
 
   /// Creates or updates an endpoint's slot settings. `aggregate_ordering`: at most one attempt
   /// in flight per aggregate_id (endpoints.ordering = 'aggregate').
-  void configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering);
+  /// `limit` (walhook.endpoints.max_rate, rate_burst): attempts start at most at that rate
+  /// (delivery/rate_limit.hpp); a changed limit starts afresh, an unchanged one keeps its log.
+  void configure(std::int64_t endpoint_id, int max_concurrency, bool aggregate_ordering,
+                 std::optional<rate> limit = std::nullopt, int burst = 0);
 
   enum class push_status {
     queued,    ///< waiting in memory
@@ -59,9 +63,15 @@ class scheduler {
   /// keeping its place in the queue.
   push_result push(job j);
 
-  /// The next job that may start now, round-robin over endpoints, or nullopt. The job counts
-  /// as in flight until finished().
-  std::optional<job> next();
+  /// The next job that may start at `now`, round-robin over endpoints, or nullopt. The job
+  /// counts as in flight until finished(). An endpoint over its rate limit is skipped until
+  /// next_rate_release(); its jobs wait in its queue (and spill like a slow endpoint's).
+  std::optional<job> next(std::chrono::steady_clock::time_point now = {});
+  /// When an endpoint held back by its rate limit may start again (the caller calls next()
+  /// then), or nullopt if none is held.
+  std::optional<std::chrono::steady_clock::time_point> next_rate_release() const;
+  /// The endpoint pushed back (429, Retry-After): its rate limit, if it has one, is halved for a minute.
+  void slow_down(std::int64_t endpoint_id, std::chrono::steady_clock::time_point now);
 
   /// Ends an attempt started by next(), freeing its slots.
   void finished(const job& j);
@@ -118,6 +128,9 @@ class scheduler {
     std::size_t in_flight = 0;
     std::size_t parked = 0;  ///< of in_flight
     bool in_ring = false;
+    std::optional<rate_limiter> limiter;
+    /// Held back by the limiter until then (not in the ring meanwhile).
+    std::optional<std::chrono::steady_clock::time_point> rate_wait;
   };
 
   bool can_start(const endpoint_queue& q) const;
@@ -132,6 +145,7 @@ class scheduler {
   scheduler_limits limits_;
   std::unordered_map<std::int64_t, endpoint_queue> endpoints_;
   std::deque<std::int64_t> ring_;  ///< endpoints that may have startable work, round-robin order
+  std::unordered_set<std::int64_t> rate_held_;  ///< endpoints with a rate_wait
   std::unordered_set<std::int64_t> full_;
   std::size_t queued_total_ = 0;
   std::size_t in_flight_total_ = 0;

@@ -4,7 +4,9 @@
 #include "relay/admin/event_answer.hpp"
 
 #include "common/json_writer.hpp"
+#include "delivery/job.hpp"
 #include "delivery/url.hpp"
+#include "relay/core/payload_filter.hpp"
 #include "relay/operations/status.hpp"
 
 #include <fmt/format.h>
@@ -28,10 +30,12 @@ std::optional<outbox_event> read_event(blocking_db& db, const pg::params& p, std
 
 /// The endpoints its tenant and type (or direct route) match now; one created after the event
 /// committed never gets it — its created_snapshot (migration 008) shows the event's transaction
-/// as committed; an endpoint of before 008, by walhook's times.
+/// as committed; an endpoint of before 008, by walhook's times. One whose payload filter
+/// (migration 012) does not match the event's webhook body is filtered: never routed there.
 std::vector<route_match> read_routes(blocking_db& db, const pg::params& p) {
   auto r = db.exec(R"sql(
-SELECT e.id, coalesce(pg_visible_in_snapshot(o.xid, e.created_snapshot), e.created_at > o.stored_at), e.created_at
+SELECT e.id, coalesce(pg_visible_in_snapshot(o.xid, e.created_snapshot), e.created_at > o.stored_at), e.created_at,
+       CASE WHEN o.endpoint_id IS NULL THEN e.filter::text END, o.id, o.event_type, o.created_at, o.payload::text
   FROM walhook.outbox o
   JOIN walhook.endpoints e ON e.tenant_id = o.tenant_id
  WHERE o.id = $1::uuid
@@ -39,10 +43,22 @@ SELECT e.id, coalesce(pg_visible_in_snapshot(o.xid, e.created_snapshot), e.creat
             ELSE e.event_types IS NULL OR o.event_type = ANY (e.event_types) END)sql",
                    p);
   std::vector<route_match> out;
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({.endpoint_id = r.integer(i, 0),
-                   .added_after = r.value(i, 1) == "t",
-                   .endpoint_created_at = operations::timestamp_of(r, i, 2).value_or("")});
+  for (int i = 0; i < r.rows(); ++i) {
+    route_match m{.endpoint_id = r.integer(i, 0),
+                  .added_after = r.value(i, 1) == "t",
+                  .endpoint_created_at = operations::timestamp_of(r, i, 2).value_or("")};
+    if (auto filter = r.optional_value(i, 3)) {
+      // The body walhook sends (rows.cpp, event_from_row): the filter's paths are into it.
+      delivery::event ev;
+      ev.id = std::string(r.value(i, 4));
+      ev.type = std::string(r.value(i, 5));
+      ev.created_at = pg_timestamptz_to_iso8601(r.value(i, 6)).value_or(std::string(r.value(i, 6)));
+      ev.payload = std::string(r.value(i, 7));
+      auto compiled = payload_filter::compile(*filter);
+      if (!compiled || !compiled->matches(delivery::make_body(ev))) m.filtered = *filter;
+    }
+    out.push_back(std::move(m));
+  }
   return out;
 }
 

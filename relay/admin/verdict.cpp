@@ -95,12 +95,16 @@ endpoint_verdict verdict_for(std::int64_t endpoint_id, const event_facts& facts,
   endpoint_verdict v{.endpoint_id = endpoint_id, .routed = false, .routed_reason = no_match_reason,
                      .verdict = "unknown", .reason = std::nullopt};
   bool added_after = false;
+  bool filtered = false;
   for (const auto& r : facts.routes) {
     if (r.endpoint_id != endpoint_id) continue;
     added_after = r.added_after;
-    v.routed = !r.added_after;
+    filtered = !added_after && r.filtered;
+    v.routed = !r.added_after && !filtered;
     v.routed_reason = r.added_after ? std::optional<std::string>("the endpoint was added after the event (created " +
                                                                  r.endpoint_created_at + "): it never gets it")
+                      : filtered    ? std::optional<std::string>("the endpoint's payload filter does not match it: " +
+                                                                 *r.filtered)
                                     : std::nullopt;
   }
   if (auto row = facts.row_status.find(endpoint_id); row != facts.row_status.end()) {
@@ -109,6 +113,9 @@ endpoint_verdict verdict_for(std::int64_t endpoint_id, const event_facts& facts,
     v.verdict = last->result == "retry" ? "pending" : last->result;
   } else if (added_after) {
     v.verdict = "not_routed";
+    v.reason = v.routed_reason;
+  } else if (filtered) {
+    v.verdict = "filtered";
     v.reason = v.routed_reason;
   } else if (auto m = facts.merged_into.find(endpoint_id); m != facts.merged_into.end()) {
     v.verdict = "merged";

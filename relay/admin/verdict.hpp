@@ -24,6 +24,8 @@ struct route_match {
   std::int64_t endpoint_id = 0;
   bool added_after = false;        ///< the endpoint was created after the event: the stream never routed it there
   std::string endpoint_created_at; ///< RFC 3339 UTC, for the reason
+  /// The endpoint's payload filter (its JSON text) does not match the event: never routed there.
+  std::optional<std::string> filtered{};
 };
 
 /// A newer event of the same merge key with a delivery row (pending, sending or delivered) for
@@ -94,7 +96,7 @@ struct endpoint_verdict {
   std::int64_t endpoint_id = 0;
   bool routed = false;                       ///< the routing sends the event there
   std::optional<std::string> routed_reason;  ///< why not, if not
-  std::string verdict;                       ///< delivered | pending | dead | in_flight | not_routed | merged | unknown
+  std::string verdict;                       ///< delivered | pending | dead | in_flight | not_routed | filtered | merged | unknown
   std::optional<std::string> reason;         ///< why, and how it was inferred, when neither a row nor an attempt decides
   bool operator==(const endpoint_verdict&) const = default;
 };
@@ -110,7 +112,8 @@ inline constexpr const char* no_match_reason = "its tenant, event types or direc
 /// handled without doubt — inferred, the reason says from what — unless a newer state of its
 /// merge key may have replaced it (then unknown); else unknown, never pending (a promise),
 /// with what may have happened. `last` is the newest attempt of the event to that endpoint in
-/// the record, if any.
+/// the record, if any. An endpoint whose payload filter does not match the event is filtered
+/// (after its row or attempt, which a filter set later does not undo).
 endpoint_verdict verdict_for(std::int64_t endpoint_id, const event_facts& facts, const outcome_entry* last);
 
 /// The answer's endpoints by id: those the routing matches now, and any other with a delivery

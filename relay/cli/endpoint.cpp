@@ -57,6 +57,65 @@ std::string shown_secret(const std::string& secret, const std::string& file) {
   return fmt::format("from --secret-file ({})", operations::secret_fingerprints(secret));
 }
 
+/// --header, --header-secret, --filter, --max-rate, --rate-burst: what they were given.
+struct policy_flags {
+  std::vector<std::string> headers, secret_headers;
+  std::string filter, max_rate;
+  int rate_burst = 0;
+  CLI::Option *o_headers = nullptr, *o_secret_headers = nullptr, *o_filter = nullptr, *o_max_rate = nullptr,
+              *o_rate_burst = nullptr;
+};
+
+/// The flags, on add (`clearable` false) and update (true: `none` removes what is set).
+void add_policy_flags(CLI::App* c, policy_flags& f, bool clearable) {
+  const std::string none = clearable ? "; none removes them" : "";
+  f.o_headers = c->add_option("--header", f.headers,
+                              "A header sent with every attempt, 'Name: value' (repeatable; not Host, Content-*, "
+                              "webhook-*, …)" + none);
+  f.o_secret_headers = c->add_option(
+      "--header-secret", f.secret_headers,
+      "A header whose value is a secret (an API key, 'Authorization: Bearer …'): 'Name: value', or 'Name' alone to "
+      "read its value from a line of stdin; stored like the signing secret, shown only as a fingerprint "
+      "(repeatable)" + none);
+  f.o_filter = c->add_option("--filter", f.filter,
+                             "Only events whose webhook body matches this JSON filter, e.g. '{\"data.amount\": {\"$gte\": "
+                             "100}}' (docs/endpoint-policies.md)" + std::string(clearable ? "; none removes it" : ""));
+  f.o_max_rate = c->add_option("--max-rate", f.max_rate,
+                               "At most N attempts started per second or minute, over any such window: N/s or N/m "
+                               "(e.g. 20/s)" + std::string(clearable ? "; none removes it" : ""));
+  f.o_rate_burst = c->add_option("--rate-burst", f.rate_burst,
+                                 "With --max-rate: at most this many attempts at once (default: the whole rate)");
+}
+
+/// --header-secret NAME (no colon): the value is the next line of stdin, so it never shows in
+/// the process list or the shell's history.
+std::string secret_header_line(const std::string& given) {
+  if (given.find(':') != std::string::npos) return given;
+  if (::isatty(STDIN_FILENO)) std::cerr << "value of header " << given << ": " << std::flush;
+  std::string value;
+  if (!std::getline(std::cin, value)) throw cli_error("--header-secret " + given + ": no value on stdin");
+  if (!value.empty() && value.back() == '\r') value.pop_back();
+  return given + ": " + value;
+}
+
+/// What the flags set (an absent flag: left as it is).
+operations::endpoint_policies policies_of(const policy_flags& f) {
+  operations::endpoint_policies p;
+  auto cleared = [](const std::vector<std::string>& v) { return v.size() == 1 && v.front() == "none"; };
+  if (f.o_headers->count()) p.headers = cleared(f.headers) ? std::vector<std::string>{} : f.headers;
+  if (f.o_secret_headers->count()) {
+    std::vector<std::string> lines;
+    if (!cleared(f.secret_headers))
+      for (const auto& h : f.secret_headers) lines.push_back(secret_header_line(h));
+    p.secret_headers = std::move(lines);
+  }
+  auto text = [](const std::string& v) { return v == "none" ? std::nullopt : std::optional<std::string>(v); };
+  if (f.o_filter->count()) p.filter = text(f.filter);
+  if (f.o_max_rate->count()) p.max_rate = text(f.max_rate);
+  if (f.o_rate_burst->count()) p.rate_burst = std::optional<int>(f.rate_burst);
+  return p;
+}
+
 struct add_args {
   std::string database_url;
   std::string tenant;
@@ -70,6 +129,7 @@ struct add_args {
   std::string description;
   long long contact_endpoint_id = 0;  ///< where notifications about it go, if `contact` was given
   CLI::Option* contact = nullptr;
+  policy_flags policy;
 };
 
 /// The tenant of a new endpoint. The operator tenant's default name is reserved: its endpoints
@@ -109,6 +169,8 @@ int add(const add_args& a) {
                                               : a.secret;
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
+  const auto policies = policies_of(a.policy);
+  operations::check(policies);
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
@@ -116,9 +178,11 @@ int add(const add_args& a) {
   pg::params p{tenant, a.url, secret, std::to_string(a.max_concurrency),
                types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
                a.ordering, text_or_null(a.description), contact};
+  for (auto& v : operations::column_values(policies)) p.push_back(std::move(v));
   auto r = db.exec(
       "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
-      "contact_endpoint_id) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint) RETURNING id",
+      "contact_endpoint_id, headers, secret_headers, filter, max_rate, rate_burst) VALUES ($1, $2, $3, $4::int, "
+      "$5::text[], $6, $7, $8::bigint, $9::text[], $10::text[], $11::jsonb, $12, $13::int) RETURNING id",
       p);
   std::cout << "id: " << r.value(0, 0) << "\nsecret: " << shown_secret(secret, a.secret_file) << "\n";
   return 0;
@@ -144,6 +208,7 @@ command add_add(CLI::App* endpoint) {
   c->add_option("--description", a->description, "Free text for operators");
   a->contact = c->add_option("--contact-endpoint", a->contact_endpoint_id,
                              "Endpoint that receives the walhook.endpoint.* notifications about this one");
+  add_policy_flags(c, a->policy, false);
   return {c, [a] { return add(*a); }};
 }
 
@@ -250,6 +315,7 @@ struct update_args {
   int concurrency = 0;
   CLI::Option *o_url = nullptr, *o_types = nullptr, *o_concurrency = nullptr, *o_description = nullptr,
               *o_contact = nullptr;
+  policy_flags policy;
 };
 
 /// --contact-endpoint ID or none.
@@ -276,6 +342,7 @@ int update(const update_args& a) {
   if (a.o_concurrency->count()) u.max_concurrency = a.concurrency;
   if (a.o_description->count()) u.description = a.description;
   if (a.o_contact->count()) u.contact_endpoint_id = contact_flag(a.contact);
+  u.policies = policies_of(a.policy);
   blocking_db db(a.e.database_url);
   operations::require_schema(db);
   print_change(operations::update(db, a.e.id, u));
@@ -285,8 +352,8 @@ int update(const update_args& a) {
 command add_update(CLI::App* endpoint) {
   auto a = std::make_shared<update_args>();
   auto* c = add_one_endpoint_verb(endpoint, "update",
-                                  "Change an endpoint's URL, event types, concurrency, description or contact endpoint "
-                                  "(walhook run follows at once)",
+                                  "Change an endpoint's URL, event types, concurrency, description, contact endpoint, "
+                                  "headers, filter or rate limit (walhook run follows at once)",
                                   a->e);
   a->o_url = c->add_option("--url", a->url, url_help);
   a->o_types = c->add_option("--event-types", a->types,
@@ -297,6 +364,7 @@ command add_update(CLI::App* endpoint) {
   a->o_description = c->add_option("--description", a->description, "Free text for operators");
   a->o_contact =
       c->add_option("--contact-endpoint", a->contact, "Endpoint that receives the notifications about this one, or none");
+  add_policy_flags(c, a->policy, true);
   return {c, [a] { return update(*a); }};
 }
 

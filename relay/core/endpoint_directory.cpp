@@ -91,7 +91,9 @@ std::vector<std::int64_t> endpoint_directory::ids() const {
 }
 
 std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, std::string_view event_type,
-                                                    std::optional<std::int64_t> direct, std::uint32_t xid) const {
+                                                    std::optional<std::int64_t> direct, std::uint32_t xid,
+                                                    std::optional<std::string_view> body,
+                                                    std::vector<std::int64_t>* filtered) const {
   std::vector<std::int64_t> out;
   if (direct) {
     // Tenants never cross (docs/architecture.md, Invariants, 8), whoever wrote the row.
@@ -102,7 +104,12 @@ std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, 
   if (t == tenants_.end()) return out;
   for (std::int64_t id : t->second) {
     const endpoint* e = find(id);
-    if (e && e->subscribed(event_type) && e->exists_for(xid)) out.push_back(id);
+    if (!e || !e->subscribed(event_type) || !e->exists_for(xid)) continue;
+    if (body && e->filter && !e->filter->matches(*body)) {
+      if (filtered) filtered->push_back(id);
+      continue;
+    }
+    out.push_back(id);
   }
   return out;
 }

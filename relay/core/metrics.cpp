@@ -207,6 +207,12 @@ void endpoint_families(exposition& x, const metrics_snapshot& s) {
   x.header("walhook_endpoint_delivered_total", "counter", "Deliveries that got a 2xx, per endpoint.");
   for (const auto& e : s.endpoints)
     x.out += fmt::format("walhook_endpoint_delivered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.delivered);
+  x.header("walhook_endpoint_filtered_total", "counter",
+           "Events of the endpoint's tenant and types that its payload filter kept from it (not deliveries), per "
+           "endpoint with a filter.");
+  for (const auto& e : s.endpoints)
+    if (e.counters.filtered)
+      x.out += fmt::format("walhook_endpoint_filtered_total{{endpoint=\"{}\"}} {}\n", e.id, e.counters.filtered);
   x.header("walhook_endpoint_cursor_lag_seconds", "gauge",
            "Endpoints that follow the outbox by cursor: seconds since the position their cursor covers was current.");
   for (const auto& e : s.endpoints)

@@ -1,6 +1,9 @@
 #include "relay/core/rows.hpp"
 
 #include "common/time.hpp"
+#include "relay/core/endpoint_policies.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -118,6 +121,42 @@ bool endpoint::subscribed(std::string_view event_type) const {
   return std::find(event_types->begin(), event_types->end(), event_type) != event_types->end();
 }
 
+namespace {
+
+/// headers, secret_headers, filter, max_rate from e.policies; the first unusable one is the
+/// endpoint's config_error (its deliveries end dead with it rather than go out without them).
+void resolve_policies(endpoint& e) {
+  e.headers.clear();
+  e.secret_headers.clear();
+  e.filter.reset();
+  e.max_rate.reset();
+  auto fail = [&](std::string why) {
+    if (e.config_error.empty()) e.config_error = std::move(why);
+  };
+  auto headers = [&](const std::optional<std::string>& column, const char* what, auto& out) {
+    if (!column) return;
+    const auto items = parse_text_array(*column);
+    std::string why;
+    auto parsed = items ? headers_from_items(*items, &why) : boost::system::result<std::vector<header_field>>(
+                                                                 std::make_error_code(std::errc::invalid_argument));
+    if (parsed) out = std::move(*parsed);
+    else fail(fmt::format("invalid endpoint {}: {}", what, why.empty() ? "not a text array" : why));
+  };
+  headers(e.policies.headers, "headers", e.headers);
+  headers(e.policies.secret_headers, "secret headers", e.secret_headers);
+  if (e.policies.filter) {
+    std::string why;
+    if (auto f = payload_filter::compile(*e.policies.filter, &why)) e.filter = std::move(*f);
+    else fail("invalid endpoint filter: " + why);
+  }
+  if (e.policies.max_rate) {
+    if (auto r = delivery::parse_rate(*e.policies.max_rate)) e.max_rate = *r;
+    else fail("invalid endpoint max_rate: " + *e.policies.max_rate);
+  }
+}
+
+}  // namespace
+
 bool is_inbox_tenant(std::string_view tenant_id) { return tenant_id.starts_with("inbox:") && tenant_id.size() > 6; }
 
 void resolve_endpoint(endpoint& e) {
@@ -140,6 +179,7 @@ void resolve_endpoint(endpoint& e) {
   } else {
     e.keys = std::move(*keys);
   }
+  resolve_policies(e);
 }
 
 namespace {
@@ -174,6 +214,23 @@ void take_processing_policies(Take& take, endpoint& e) {
   take("retry_schedule_ms", [&](std::optional<std::string_view> s) {
     e.retry_schedule.clear();
     for (auto v : int_array(s)) e.retry_schedule.emplace_back(std::max<std::int64_t>(v, 0));
+  });
+}
+
+/// The columns of migration 012 as stored (resolve_endpoint reads them). `take` as in endpoint_from_row.
+template <class Take>
+void take_endpoint_policies(Take& take, endpoint& e) {
+  auto text = [](std::optional<std::string>& out) {
+    return [&out](std::optional<std::string_view> s) { out = s ? std::optional<std::string>(*s) : std::nullopt; };
+  };
+  take("headers", text(e.policies.headers));
+  take("secret_headers", text(e.policies.secret_headers));
+  take("filter", text(e.policies.filter));
+  take("max_rate", text(e.policies.max_rate));
+  take("rate_burst", [&](std::optional<std::string_view> s) {
+    int n = 0;
+    if (s) std::from_chars(s->data(), s->data() + s->size(), n);
+    e.rate_burst = std::max(0, n);
   });
 }
 
@@ -247,6 +304,7 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
     else e.contact_endpoint_id.reset();
   });
   take_processing_policies(take, e);
+  take_endpoint_policies(take, e);
   if (!missing.empty()) {
     if (why) *why = "column " + missing + " is unchanged in the stream and walhook has no earlier value of it";
     return std::make_error_code(std::errc::invalid_argument);

@@ -5,7 +5,9 @@
 #include "delivery/destination.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/job.hpp"
+#include "delivery/rate_limit.hpp"
 #include "delivery/signing.hpp"
+#include "relay/core/payload_filter.hpp"
 #include "relay/core/snapshot.hpp"
 #include "wal/pgoutput.hpp"
 
@@ -96,7 +98,22 @@ struct endpoint {
   std::vector<int> defer_statuses;
   int max_deferrals = 0;
   std::vector<std::chrono::milliseconds> retry_schedule;
-  std::string config_error;  ///< non-empty: URL or secret unusable
+  /// The columns of migration 012 as stored (text; nullopt: NULL), from which resolve_endpoint
+  /// derives headers, secret_headers, filter and max_rate.
+  struct policy_columns {
+    std::optional<std::string> headers, secret_headers, filter, max_rate;
+    bool operator==(const policy_columns&) const = default;
+  } policies;
+  /// walhook.endpoints.headers / secret_headers (migration 012): sent on every attempt after
+  /// walhook's own headers, in order (relay/core/endpoint_policies.hpp checks them).
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<std::pair<std::string, std::string>> secret_headers;
+  /// walhook.endpoints.filter (migration 012): an event whose body it does not match is not routed here.
+  std::optional<payload_filter> filter;
+  /// walhook.endpoints.max_rate / rate_burst (migration 012): attempts started at most at this rate.
+  std::optional<delivery::rate> max_rate;
+  int rate_burst = 0;  ///< 0: the whole rate at once
+  std::string config_error;  ///< non-empty: URL, secret, headers or filter unusable
   /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
   /// work routed before the removal gets one attempt each — a failure ends dead, never retried.
   bool retired = false;
@@ -120,7 +137,8 @@ boost::system::result<endpoint> endpoint_from_row(const row_view& row, const end
 std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& columns,
                                            const std::vector<std::vector<std::optional<std::string>>>& rows);
 
-/// Fills target/keys/config_error from url and secret. The target of an inbox destination
+/// Fills target/keys/config_error from url and secret, and headers/secret_headers/filter/
+/// max_rate from `policies` (a value walhook cannot use is a config_error too). The target of an inbox destination
 /// (is_inbox_tenant) may reach private networks (private_network_allowed): its handler is the
 /// operator's own, set by `walhook inbox source`; every other endpoint's is guarded.
 void resolve_endpoint(endpoint& e);

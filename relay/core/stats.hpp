@@ -26,6 +26,7 @@ struct endpoint_counters {
   std::array<std::uint64_t, delivery::all_outcome_classes.size()> attempts{};  ///< by delivery::outcome_class
   std::uint64_t delivered = 0;
   std::uint64_t dead = 0;  ///< for any reason: attempts used up, 4xx, payload too large, endpoint removed, …
+  std::uint64_t filtered = 0;  ///< events its payload filter kept from it (no delivery)
 };
 
 /// Counters for /metrics and tests.

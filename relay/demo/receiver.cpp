@@ -12,6 +12,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <cctype>
 #include <list>
 #include <map>
 #include <mutex>
@@ -22,6 +23,18 @@ namespace walhook::relay {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+
+std::string received_request::header(std::string_view name) const {
+  auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const auto wanted = lower(name);
+  for (const auto& [k, v] : headers)
+    if (lower(k) == wanted) return v;
+  return "";
+}
 using tcp = asio::ip::tcp;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
@@ -92,6 +105,13 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
       rec.webhook_id = std::string(req["webhook-id"]);
       rec.webhook_timestamp = std::string(req["webhook-timestamp"]);
       rec.webhook_signature = std::string(req["webhook-signature"]);
+      if (keep_bodies) {
+        for (const auto& field : req) {  // the endpoint's own headers (migration 012), Host, …
+          const auto name = std::string(field.name_string());
+          if (!name.starts_with("webhook-") && !name.starts_with("Webhook-"))
+            rec.headers.emplace_back(name, std::string(field.value()));
+        }
+      }
       if (!b.keys.empty())
         rec.signature_valid = delivery::verify(b.keys, rec.webhook_id, rec.webhook_timestamp, req.body(), rec.webhook_signature);
       bool keep_alive = req.keep_alive();

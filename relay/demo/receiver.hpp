@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace walhook::relay {
@@ -45,6 +47,11 @@ struct received_request {
   std::int64_t received_at_us = 0;  ///< system clock, µs since the Unix epoch
   unsigned status = 0;              ///< what the receiver answered (0: never)
   std::size_t concurrent = 0;       ///< requests in progress on this path, this one included
+  /// The request's other headers (Host, User-Agent, an endpoint's own, …), as they came (kept
+  /// with the bodies only).
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// The value of header `name` (case-insensitive), "" if absent.
+  std::string header(std::string_view name) const;
 };
 
 class receiver {

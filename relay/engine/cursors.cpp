@@ -276,7 +276,8 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
     auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
     if (!ev || !ep) continue;
     const auto xid8 = row[3] ? std::stoull(*row[3]) : 0;
-    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8));
+    const auto body = why.empty() ? std::optional<std::string_view>(ev->body) : std::nullopt;  // as the stream routes
+    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8), body);
     if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;
     ev->seq = w.last_seq;
     delivery::job j;

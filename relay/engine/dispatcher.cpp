@@ -53,6 +53,7 @@ dispatcher::dispatcher(asio::any_io_executor ex, dispatcher_options options, end
       notifier_(options_.notifications),
       attempts_(ex),
       claims_wake_(ex),
+      rate_wake_(ex),
       rng_(options_.seed ? options_.seed : std::random_device{}()) {}
 
 dispatcher::~dispatcher() = default;

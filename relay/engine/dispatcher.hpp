@@ -114,6 +114,10 @@ class dispatcher {
   std::size_t event_bytes() const { return events_.bytes(); }
   /// A delivery routed from the stream (it holds its transaction's ticket).
   void submit(delivery::job j);
+  /// Events the endpoints' payload filters kept from them (walhook_endpoint_filtered_total).
+  void count_filtered(const std::vector<std::int64_t>& endpoint_ids) {
+    for (auto id : endpoint_ids) ++stats_.endpoints[id].filtered;
+  }
   void set_cursor_hooks(cursor_hooks h) { cursor_hooks_ = std::move(h); }
   /// A delivery read back by an outbox cursor (j.drained, holding its window's ticket): admitted
   /// in memory; one its endpoint cannot take now goes back to the cursor.
@@ -241,6 +245,9 @@ class dispatcher {
   // dispatcher_claims.cpp
   boost::asio::awaitable<void> sweep_loop();
   boost::asio::awaitable<void> claim_loop();
+  /// Dispatches again when an endpoint held back by its rate limit may start (dispatch() wakes
+  /// it when that moment moves earlier).
+  boost::asio::awaitable<void> rate_loop();
 
   boost::asio::any_io_executor executor_;
   dispatcher_options options_;
@@ -257,6 +264,8 @@ class dispatcher {
   notifier notifier_;
   task_group attempts_;
   wake_signal claims_wake_;
+  wake_signal rate_wake_;
+  steady_time rate_deadline_ = steady_time::max();  ///< when rate_loop wakes next (clock_'s time)
   std::mt19937_64 rng_;
   std::uint64_t next_attempt_id_ = 1;
   std::uint64_t session_ = 0;  ///< counts end_session(): an attempt of an earlier one is abandoned

@@ -131,7 +131,7 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
     return;
   }
   if (!ep) return;
-  sched_.configure(c.id, ep->max_concurrency, ep->aggregate_ordering);
+  sched_.configure(c.id, ep->max_concurrency, ep->aggregate_ordering, ep->max_rate, ep->rate_burst);
   if (c.deactivated) spill_queue(c.id, std::nullopt, "endpoint " + std::string(to_string(ep->status)));
   if (c.activated && !c.added) {  // resumed or enabled: it may have pending rows (a new one has none)
     backlog_.wake(c.id);

@@ -21,7 +21,8 @@ using namespace dispatcher_detail;
 
 void dispatcher::dispatch() {
   if (!active_) return;  // a standby starts nothing
-  while (auto j = sched_.next()) {
+  const auto now = clock_.steady_now();
+  while (auto j = sched_.next(now)) {
     auto r = std::make_shared<running>();
     r->j = std::move(*j);
     r->started = clock_.steady_now();
@@ -32,6 +33,8 @@ void dispatcher::dispatch() {
     last_started_[r->j.endpoint_id] = r->started;
     attempts_.spawn(attempt(std::move(r)), "attempt");
   }
+  // An endpoint over its rate limit was held back: rate_loop dispatches again when it may start.
+  if (auto release = sched_.next_rate_release(); release && *release < rate_deadline_) rate_wake_.notify();
 }
 
 endpoint_load dispatcher::load_of(std::int64_t id) const {
@@ -62,6 +65,10 @@ asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const e
       {"webhook-id", ev.id},
       {"webhook-timestamp", std::to_string(ts)},
       {"webhook-signature", delivery::signature_header(signing_keys(ep, sent_at), ev.id, ts, ev.body)}};
+  // The endpoint's own headers (migration 012), after walhook's: names it may not set are refused
+  // when they are set, and make the endpoint unusable if they reach the table anyway.
+  headers.insert(headers.end(), ep.headers.begin(), ep.headers.end());
+  headers.insert(headers.end(), ep.secret_headers.begin(), ep.secret_headers.end());
   const delivery::destination& to = *ep.target;
   if (to.kind == delivery::sink_kind::http) {
     delivery::http_request req{ev.body, std::move(headers)};
@@ -140,6 +147,8 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     auto a = admit(j, ep, directory_.health(id), lane::memory, now_sys, options_.admission);
     apply(std::move(j), a);
   } else {
+    // A 429 or a Retry-After: a rate-limited endpoint gets half its rate for a while.
+    if (response && (response->status == 429 || !response->retry_after.empty())) sched_.slow_down(id, clock_.steady_now());
     auto classified = delivery::classify(response, now_sys, options_.outcomes.retry);
     double unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     auto d = decide(j, *ep, directory_.health(id), classified, now_sys, unit, options_.outcomes);

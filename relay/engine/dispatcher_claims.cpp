@@ -232,7 +232,22 @@ asio::awaitable<void> dispatcher::sweep_loop() {
   }
 }
 
+asio::awaitable<void> dispatcher::rate_loop() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  for (;;) {
+    rate_deadline_ = sched_.next_rate_release().value_or(steady_time::max());
+    // wake_signal waits on the real steady clock; clock_ may be a test's.
+    const auto real = rate_deadline_ == steady_time::max()
+                          ? std::chrono::steady_clock::time_point::max()
+                          : std::chrono::steady_clock::now() + (rate_deadline_ - clock_.steady_now());
+    co_await rate_wake_.wait_until(real);
+    if (co_await cancelled()) co_return;
+    dispatch();
+  }
+}
+
 void dispatcher::start(task_group& group) {
+  group.spawn(rate_loop(), "rate");
   group.spawn(claim_loop(), "claims");
   group.spawn(sweep_loop(), "sweeps");
 }

@@ -62,7 +62,12 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
   ev->xid = xid;
   if (xid != 0 && ticket == current_ticket_) current_tenant_ = !current_tenant_ || *current_tenant_ == ev->tenant_id ? ev->tenant_id : std::string();
   auto shared = deliveries_.track(std::move(*ev));
-  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id, xid);
+  // A row walhook could not read whole is delivered dead with its reason wherever its tenant and
+  // type send it: a filter never hides it.
+  std::vector<std::int64_t> filtered;
+  const auto body = why.empty() ? std::optional<std::string_view>(shared->body) : std::nullopt;
+  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id, xid, body, &filtered);
+  if (!filtered.empty()) deliveries_.count_filtered(filtered);
   for (std::int64_t id : routes) {
     delivery::job j;
     j.ev = shared;

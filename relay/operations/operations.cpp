@@ -258,8 +258,11 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
       throw invalid_input("--contact-endpoint must be another endpoint (notifications about an endpoint cannot go to itself)");
     changed.emplace_back("contact_endpoint_id");
   }
+  check(u.policies);
+  for (auto& c : u.policies.given()) changed.push_back(std::move(c));
   if (changed.empty())
-    throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description or --contact-endpoint");
+    throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description, "
+                        "--contact-endpoint, --header, --header-secret, --filter, --max-rate or --rate-burst");
   transaction tx(db);
   const auto row = lock_endpoint(db, endpoint_id);
   if (u.contact_endpoint_id && *u.contact_endpoint_id) check_contact(db, **u.contact_endpoint_id, row.tenant_id);
@@ -273,6 +276,15 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
                u.description && !u.description->empty() ? u.description : std::nullopt,
                u.contact_endpoint_id ? "t" : "f",
                u.contact_endpoint_id ? opt_id(*u.contact_endpoint_id) : std::nullopt};
+  // Migration 012's columns: a "given" flag and the value each.
+  const auto values = column_values(u.policies);
+  const std::array<bool, 5> given{u.policies.headers.has_value(), u.policies.secret_headers.has_value(),
+                                  u.policies.filter.has_value(), u.policies.max_rate.has_value(),
+                                  u.policies.rate_burst.has_value()};
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    p.push_back(given[i] ? "t" : "f");
+    p.push_back(values[i]);
+  }
   db.exec(R"sql(
 UPDATE walhook.endpoints
    SET url = coalesce($2, url),
@@ -280,6 +292,11 @@ UPDATE walhook.endpoints
        max_concurrency = coalesce($5::int, max_concurrency),
        description = CASE WHEN $6::boolean THEN $7 ELSE description END,
        contact_endpoint_id = CASE WHEN $8::boolean THEN $9::bigint ELSE contact_endpoint_id END,
+       headers = CASE WHEN $10::boolean THEN $11::text[] ELSE headers END,
+       secret_headers = CASE WHEN $12::boolean THEN $13::text[] ELSE secret_headers END,
+       filter = CASE WHEN $14::boolean THEN $15::jsonb ELSE filter END,
+       max_rate = CASE WHEN $16::boolean THEN $17 ELSE max_rate END,
+       rate_burst = CASE WHEN $18::boolean THEN $19::int ELSE rate_burst END,
        updated_at = now()
  WHERE id = $1)sql",
           p);

@@ -11,6 +11,7 @@
 // them at once instead of at its next claim round.
 
 #include "relay/operations/blocking_db.hpp"
+#include "relay/operations/endpoint_policies.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -48,6 +49,7 @@ struct endpoint_update {
   std::optional<int> max_concurrency;                    ///< 1..1000
   std::optional<std::string> description;
   std::optional<std::optional<std::int64_t>> contact_endpoint_id;  ///< nullopt inside: none
+  endpoint_policies policies;  ///< headers, filter, rate (relay/operations/endpoint_policies.hpp)
 };
 /// Changes the given columns. Throws invalid_input on invalid values (a --contact-endpoint that
 /// does not exist too) or if nothing is given, not_found if the endpoint does not exist.

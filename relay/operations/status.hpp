@@ -50,6 +50,14 @@ struct endpoint_status {
   /// When its oldest pending age started, microseconds since 1970 (INT64_MAX if it has none):
   /// the first member of its place in the order (page_key_of).
   std::int64_t since_us = 0;
+  /// Migration 012: its headers ("Name: value" each, as a JSON array text; nullopt: none), its
+  /// secret headers as fingerprints only (secret_header_fingerprint, "; "-separated; "" if none),
+  /// its payload filter (JSON text), max_rate ("20/s") and rate_burst.
+  std::optional<std::string> headers_json;
+  std::string secret_headers;
+  std::optional<std::string> filter;
+  std::optional<std::string> max_rate;
+  std::optional<std::int64_t> rate_burst;
 };
 
 /// An endpoint's place in the worst-first order, which does not move while its state does not

@@ -10,7 +10,9 @@
 -- since (its cursor's entered_at, or NULL), events read back by its cursor, and the outbox rows its
 -- cursor owes it now (committed, routed to it, not covered; counted up to 100,000), and the sort
 -- key's first member: the oldest pending age's start in microseconds since 1970 (the largest
--- bigint if none), which, unlike the age, stays the same from one page to the next.
+-- bigint if none), which, unlike the age, stays the same from one page to the next; then the
+-- headers (JSON array text), the secret headers (text[]: only their fingerprints are shown),
+-- filter (jsonb text), max_rate and rate_burst (migration 012).
 -- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
 SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.paused_until > now(), false), h.paused_until,
@@ -18,7 +20,8 @@ SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        extract(epoch FROM now() - least(o.oldest, cur.covered_at))::float8,
        coalesce(h.consecutive_failures, 0), h.last_status, h.last_error, h.disabled_reason, e.secret,
        array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until,
-       cur.entered_at, coalesce(cur.events_drained, 0), coalesce(owed.n, 0), k.since_us
+       cur.entered_at, coalesce(cur.events_drained, 0), coalesce(owed.n, 0), k.since_us,
+       array_to_json(e.headers)::text, e.secret_headers, e.filter::text, e.max_rate, e.rate_burst
   FROM walhook.endpoints e
   LEFT JOIN walhook.endpoint_cursors cur ON cur.endpoint_id = e.id AND cur.tenant_id = e.tenant_id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id

@@ -1005,3 +1005,28 @@ TEST_CASE("scheduler: random backlogs drain in rounds (k-th of every endpoint be
     CHECK(count == order.size());
   }
 }
+
+TEST_CASE("a rate-limited endpoint starts at most its rate; others are not held; it resumes at next_rate_release") {
+  scheduler s;
+  const tp now = t0 + std::chrono::hours(1);
+  s.configure(1, 100, false, rate{2, seconds(1)});
+  s.configure(2, 100, false);
+  for (int i = 0; i < 5; ++i) push_queued(s, make_job(1, "a" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) push_queued(s, make_job(2, "b" + std::to_string(i)));
+  std::vector<std::string> started;
+  while (auto j = s.next(now)) started.push_back(j->ev->id);
+  CHECK(started.size() == 5);  // a0 a1 and all three of endpoint 2
+  CHECK(std::count_if(started.begin(), started.end(), [](const auto& id) { return id[0] == 'a'; }) == 2);
+  REQUIRE(s.next_rate_release().has_value());
+  CHECK(*s.next_rate_release() == now + seconds(1));
+  CHECK_FALSE(s.next(now + std::chrono::milliseconds(999)).has_value());
+  auto j = s.next(now + seconds(1));
+  REQUIRE(j.has_value());
+  CHECK(j->ev->id == "a2");
+  // The limit removed: the rest start at once.
+  s.configure(1, 100, false);
+  CHECK_FALSE(s.next_rate_release().has_value());
+  CHECK(s.next(now + seconds(1)).has_value());
+  CHECK(s.next(now + seconds(1)).has_value());
+  CHECK_FALSE(s.next(now + seconds(1)).has_value());
+}
