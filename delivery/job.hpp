@@ -28,6 +28,9 @@ struct event {
   /// aggregatetype); broker subjects and routing keys may be templated from it. Empty: none.
   std::optional<std::string> aggregate_type;
   std::optional<std::string> merge_key;
+  /// outbox.traceparent (migration 012): the W3C traceparent of the transaction that produced the
+  /// event, as stored (delivery/trace_context.hpp decides whether it is sent). Empty: none.
+  std::optional<std::string> traceparent;
   std::string payload;    ///< outbox.payload as PostgreSQL prints the jsonb, byte for byte
   lsn commit_lsn;          ///< end LSN of the committing transaction (merge order); invalid if unknown
   /// outbox.endpoint_id (migration 006): the direct route — only this endpoint gets the event

@@ -23,7 +23,7 @@ struct rate {
   bool operator==(const rate&) const = default;
 };
 
-/// "20/s" or "600/m" (1 to 999,999 per window). Errors: std::errc::invalid_argument.
+/// "20/s" or "600/m" (1 to 100,000 per window). Errors: std::errc::invalid_argument.
 boost::system::result<rate> parse_rate(std::string_view text);
 /// "20/s"
 std::string to_string(const rate& r);

@@ -10,12 +10,13 @@ void scheduler::configure(std::int64_t endpoint_id, int max_concurrency, bool ag
   q.id = endpoint_id;
   q.max_concurrency = std::max(1, max_concurrency);
   q.aggregate_ordering = aggregate_ordering;
-  if (!limit) {
-    q.limiter.reset();
-  } else if (!q.limiter || q.limiter->limit() != *limit || q.limiter->burst() != rate_limiter(*limit, burst).burst()) {
-    q.limiter.emplace(*limit, burst);
-  }
-  if (!q.limiter && q.rate_wait) {
+  const bool changed = limit ? !q.limiter || q.limiter->limit() != *limit ||
+                                   q.limiter->burst() != rate_limiter(*limit, burst).burst()
+                             : q.limiter.has_value();
+  if (changed) {
+    // A new limit (or none) starts afresh: a hold computed under the old one no longer holds.
+    if (limit) q.limiter.emplace(*limit, burst);
+    else q.limiter.reset();
     q.rate_wait.reset();
     rate_held_.erase(endpoint_id);
   }

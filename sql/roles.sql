@@ -90,10 +90,10 @@ GRANT USAGE ON SCHEMA walhook TO walhook_app;
 -- Not by_walhook: walhook.* event types and merge keys are walhook's own (migration 008).
 -- Not stored_at: walhook's clock of the event (retention and give-up count from it).
 -- Not rejected: only an outbox bridge's function writes it (migration 009).
-GRANT INSERT (id, tenant_id, event_type, aggregate_id, aggregate_type, merge_key, payload, created_at), SELECT (id)
-  ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
+GRANT INSERT (id, tenant_id, event_type, aggregate_id, aggregate_type, merge_key, payload, created_at, traceparent),
+  SELECT (id) ON walhook.outbox TO walhook_app;  -- SELECT (id): publish() returns it
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_app;
-GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text, text) TO walhook_app;
+GRANT EXECUTE ON FUNCTION walhook.publish(text, text, jsonb, text, text, text, text) TO walhook_app;
 
 GRANT USAGE ON SCHEMA walhook TO walhook_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.endpoints, walhook.deliveries, walhook.endpoint_health TO walhook_admin;

@@ -358,6 +358,7 @@ asio::awaitable<boost::system::result<std::vector<claimed_delivery>>> state_stor
       c.event_stored_at = res->value(r, 12);
       c.aggregate_type = res->optional_value(r, 13);
       c.rejected = res->optional_value(r, 14);
+      c.traceparent = res->optional_value(r, 16);
     }
     c.deferrals = std::stoi(std::string(res->value(r, 15)));
     out.push_back(std::move(c));

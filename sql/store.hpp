@@ -38,6 +38,7 @@ struct claimed_delivery {
   std::optional<std::string> aggregate_type;  ///< outbox.aggregate_type (migration 009)
   /// outbox.rejected (migration 009): the row is one an outbox bridge could not map, never sent.
   std::optional<std::string> rejected;
+  std::optional<std::string> traceparent;  ///< outbox.traceparent (migration 012)
 };
 
 /// How many due deliveries to claim for one endpoint, and whether it is ordered by aggregate.

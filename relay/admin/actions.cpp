@@ -53,9 +53,9 @@ api_response change_view(const operations::change& c) {
   return api_response{200, j.take()};
 }
 
-api_response replay_view(const std::vector<operations::change>& changes, std::int64_t replayed) {
+api_response replay_view(const std::vector<operations::change>& changes, std::int64_t replayed, bool dry_run = false) {
   json_writer j;
-  j.begin_object().field("replayed", replayed).key("changes").begin_array();
+  j.begin_object().field("replayed", replayed).field("dry_run", dry_run).key("changes").begin_array();
   for (const auto& c : changes) {
     j.begin_object();
     write_change(j, c);
@@ -80,19 +80,25 @@ asio::awaitable<api_response> post_status(const route_context& ctx, std::int64_t
 asio::awaitable<api_response> post_replay(const route_context& ctx, std::int64_t id, const api_request& req) {
   return ctx.worker.run([id, who = actor_of(ctx, req), body = req.body](blocking_db& db) {
     json_body parsed(body);
-    parsed.only({"since", "until"});
+    parsed.only({"since", "until", "event_type", "filter", "dry_run"});
     operations::replay_filter f;
     f.endpoint_id = id;
     f.since = parsed.text("since");
     f.until = parsed.text("until");
+    f.event_type = parsed.text("event_type");
+    f.payload_filter = parsed.object_text("filter");
+    f.dry_run = parsed.boolean("dry_run").value_or(false);
     auto changes = operations::replay(db, f);
     std::int64_t n = 0;
     for (const auto& c : changes) n += c.deliveries;
+    if (f.dry_run) return replay_view(changes, n, true);  // nothing changed: no audit line
     log::info("admin.action", {{"action", "replay"},
                                {"endpoint_id", id},
                                {"event_id", "-"},
                                {"since", f.since ? std::string_view(*f.since) : std::string_view("-")},
                                {"until", f.until ? std::string_view(*f.until) : std::string_view("-")},
+                               {"event_type", f.event_type ? std::string_view(*f.event_type) : std::string_view("-")},
+                               {"filter", f.payload_filter ? std::string_view(*f.payload_filter) : std::string_view("-")},
                                {"deliveries", n},
                                {"by", who.by},
                                {"remote", who.remote},

@@ -55,7 +55,9 @@ SELECT e.id, coalesce(pg_visible_in_snapshot(o.xid, e.created_snapshot), e.creat
       ev.created_at = pg_timestamptz_to_iso8601(r.value(i, 6)).value_or(std::string(r.value(i, 6)));
       ev.payload = std::string(r.value(i, 7));
       auto compiled = payload_filter::compile(*filter);
-      if (!compiled || !compiled->matches(delivery::make_body(ev))) m.filtered = *filter;
+      // Not matched: filtered. A filter that does not compile, or a body it cannot read, ends the
+      // delivery dead with the reason instead (its row says so).
+      if (compiled && compiled->evaluate(delivery::make_body(ev)) == payload_filter::result::no_match) m.filtered = *filter;
     }
     out.push_back(std::move(m));
   }

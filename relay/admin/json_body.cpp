@@ -46,4 +46,21 @@ std::optional<std::int64_t> json_body::integer(const char* key) const {
   return n;
 }
 
+std::optional<bool> json_body::boolean(const char* key) const {
+  simdjson::dom::element v;
+  if (doc_[key].get(v) || v.is_null()) return std::nullopt;
+  bool b = false;
+  if (v.get(b)) throw invalid_input(fmt::format("\"{}\" must be true, false or null", key));
+  return b;
+}
+
+std::optional<std::string> json_body::object_text(const char* key) const {
+  simdjson::dom::element v;
+  if (doc_[key].get(v) || v.is_null()) return std::nullopt;
+  if (v.is_object()) return simdjson::minify(v);
+  std::string_view s;
+  if (v.get(s)) throw invalid_input(fmt::format("\"{}\" must be an object, a string holding one, or null", key));
+  return std::string(s);
+}
+
 }  // namespace walhook::relay

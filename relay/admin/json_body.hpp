@@ -1,6 +1,6 @@
 #pragma once
 // The JSON body of an admin API action (POST, Content-Type: application/json): an object whose
-// members are strings, integers or null. Every refusal throws invalid_input (400), naming the
+// members are strings, integers, booleans, objects (a payload filter) or null. Every refusal throws invalid_input (400), naming the
 // member.
 
 #include <simdjson.h>
@@ -28,6 +28,11 @@ class json_body {
   std::optional<std::string> text(const char* key) const;
   /// An integer member; nullopt if absent or null. Throws invalid_input if it is another type.
   std::optional<std::int64_t> integer(const char* key) const;
+  /// A boolean member; nullopt if absent or null. Throws invalid_input if it is another type.
+  std::optional<bool> boolean(const char* key) const;
+  /// An object member as its JSON text (a payload filter), or a string holding it; nullopt if
+  /// absent or null. Throws invalid_input if it is another type.
+  std::optional<std::string> object_text(const char* key) const;
 
  private:
   simdjson::dom::parser parser_;

@@ -5,6 +5,7 @@
 #include "delivery/url.hpp"
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
+#include "relay/core/endpoint_policies.hpp"
 #include "relay/core/notifications.hpp"
 #include "relay/cli/plural.hpp"
 #include "relay/operations/blocking_db.hpp"
@@ -19,6 +20,7 @@
 #include <memory>
 #include <string_view>
 
+#include <termios.h>
 #include <unistd.h>
 
 namespace walhook::relay::cli {
@@ -60,8 +62,7 @@ std::string shown_secret(const std::string& secret, const std::string& file) {
 /// --header, --header-secret, --filter, --max-rate, --rate-burst: what they were given.
 struct policy_flags {
   std::vector<std::string> headers, secret_headers;
-  std::string filter, max_rate;
-  int rate_burst = 0;
+  std::string filter, max_rate, rate_burst;
   CLI::Option *o_headers = nullptr, *o_secret_headers = nullptr, *o_filter = nullptr, *o_max_rate = nullptr,
               *o_rate_burst = nullptr;
 };
@@ -84,16 +85,35 @@ void add_policy_flags(CLI::App* c, policy_flags& f, bool clearable) {
                                "At most N attempts started per second or minute, over any such window: N/s or N/m "
                                "(e.g. 20/s)" + std::string(clearable ? "; none removes it" : ""));
   f.o_rate_burst = c->add_option("--rate-burst", f.rate_burst,
-                                 "With --max-rate: at most this many attempts at once (default: the whole rate)");
+                                 "With --max-rate: at most this many attempts at once (default: the whole rate)" +
+                                     std::string(clearable ? "; none removes it" : ""));
 }
 
 /// --header-secret NAME (no colon): the value is the next line of stdin, so it never shows in
-/// the process list or the shell's history.
+/// the process list or the shell's history; on a terminal it is read without echo. Something
+/// that is not a header name (a value given alone, say) is refused without being repeated.
 std::string secret_header_line(const std::string& given) {
   if (given.find(':') != std::string::npos) return given;
-  if (::isatty(STDIN_FILENO)) std::cerr << "value of header " << given << ": " << std::flush;
+  std::string why;
+  if (given.size() > 64 || !parse_header(given + ": x", &why))
+    throw cli_error("--header-secret takes 'Name: value', or a header name alone (its value then read from stdin); "
+                    "what was given is neither");
   std::string value;
-  if (!std::getline(std::cin, value)) throw cli_error("--header-secret " + given + ": no value on stdin");
+  const bool terminal = ::isatty(STDIN_FILENO);
+  termios saved{};
+  bool quiet = false;
+  if (terminal) {
+    std::cerr << "value of header " << given << " (not echoed): " << std::flush;
+    if (::tcgetattr(STDIN_FILENO, &saved) == 0) {
+      termios no_echo = saved;
+      no_echo.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      quiet = ::tcsetattr(STDIN_FILENO, TCSANOW, &no_echo) == 0;
+    }
+  }
+  const bool read = static_cast<bool>(std::getline(std::cin, value));
+  if (quiet) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+  if (terminal) std::cerr << "\n";
+  if (!read) throw cli_error("--header-secret " + given + ": no value on stdin");
   if (!value.empty() && value.back() == '\r') value.pop_back();
   return given + ": " + value;
 }
@@ -112,7 +132,21 @@ operations::endpoint_policies policies_of(const policy_flags& f) {
   auto text = [](const std::string& v) { return v == "none" ? std::nullopt : std::optional<std::string>(v); };
   if (f.o_filter->count()) p.filter = text(f.filter);
   if (f.o_max_rate->count()) p.max_rate = text(f.max_rate);
-  if (f.o_rate_burst->count()) p.rate_burst = std::optional<int>(f.rate_burst);
+  if (f.o_rate_burst->count()) {
+    if (f.rate_burst == "none") {
+      p.rate_burst = std::optional<int>();
+    } else {
+      std::size_t used = 0;
+      int n = 0;
+      try {
+        n = std::stoi(f.rate_burst, &used);
+      } catch (const std::logic_error&) {
+        used = 0;
+      }
+      if (used == 0 || used != f.rate_burst.size()) throw cli_error("--rate-burst must be a number (or none, on update)");
+      p.rate_burst = std::optional<int>(n);
+    }
+  }
   return p;
 }
 
@@ -170,7 +204,7 @@ int add(const add_args& a) {
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
   const auto policies = policies_of(a.policy);
-  operations::check(policies);
+  operations::check_new(policies);
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
@@ -182,7 +216,7 @@ int add(const add_args& a) {
   auto r = db.exec(
       "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
       "contact_endpoint_id, headers, secret_headers, filter, max_rate, rate_burst) VALUES ($1, $2, $3, $4::int, "
-      "$5::text[], $6, $7, $8::bigint, $9::text[], $10::text[], $11::jsonb, $12, $13::int) RETURNING id",
+      "$5::text[], $6, $7, $8::bigint, $9::text[], $10::text[], $11, $12, $13::int) RETURNING id",
       p);
   std::cout << "id: " << r.value(0, 0) << "\nsecret: " << shown_secret(secret, a.secret_file) << "\n";
   return 0;

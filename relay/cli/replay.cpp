@@ -23,6 +23,9 @@ struct replay_args {
   CLI::Option* endpoint = nullptr;
   std::string since;  ///< timestamptz text, optional
   std::string until;
+  std::string event_type;  ///< optional
+  std::string filter;      ///< a payload filter, optional (docs/endpoint-policies.md)
+  bool dry_run = false;
 };
 
 int replay(const replay_args& a) {
@@ -33,10 +36,14 @@ int replay(const replay_args& a) {
   auto changes = operations::replay(db, {.delivery_id = id(a.delivery, a.delivery_id),
                                          .endpoint_id = id(a.endpoint, a.endpoint_id),
                                          .since = text_or_null(a.since),
-                                         .until = text_or_null(a.until)});
+                                         .until = text_or_null(a.until),
+                                         .event_type = text_or_null(a.event_type),
+                                         .payload_filter = text_or_null(a.filter),
+                                         .dry_run = a.dry_run});
   std::int64_t total = 0;
   for (const auto& c : changes) total += c.deliveries;
-  std::cout << "replayed " << plural(total, "delivery", "deliveries") << "\n";
+  if (a.dry_run) std::cout << "would replay " << plural(total, "delivery", "deliveries") << " (dry run: nothing changed)\n";
+  else std::cout << "replayed " << plural(total, "delivery", "deliveries") << "\n";
   if (a.endpoint->count())
     if (auto note = operations::cursor_note(db, a.endpoint_id)) std::cout << "note: " << *note << "\n";
   for (const auto& c : changes)
@@ -56,6 +63,11 @@ command add_replay(CLI::App& app) {
   a->delivery->excludes(a->endpoint);
   c->add_option("--since", a->since, "Events created at or after (timestamptz)");
   c->add_option("--until", a->until, "Events created before (timestamptz)");
+  c->add_option("--event-type", a->event_type, "Only events of this type");
+  c->add_option("--filter", a->filter,
+                "Only events whose webhook body matches this payload filter, e.g. '{\"data.amount\": {\"$gte\": 100}}' "
+                "(docs/endpoint-policies.md)");
+  c->add_flag("--dry-run", a->dry_run, "Count what would be replayed; change nothing");
   return {c, [a] { return replay(*a); }};
 }
 

@@ -24,6 +24,7 @@ struct send_args {
   std::string merge_key;
   std::string aggregate_id;
   std::string aggregate_type;
+  std::string traceparent;
 };
 
 int send(const send_args& a) {
@@ -39,11 +40,15 @@ int send(const send_args& a) {
     throw cli_error(std::string("--data is not valid JSON: ") + simdjson::error_message(err));
   blocking_db db(a.database_url);
   operations::require_schema(db);
-  pg::params p{a.tenant, a.type, a.data, text_or_null(a.merge_key), text_or_null(a.aggregate_id)};
-  if (!a.aggregate_type.empty()) p.push_back(a.aggregate_type);
-  auto r = db.exec(a.aggregate_type.empty()
-                       ? "SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5)"
-                       : "SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5, aggregate_type => $6)",
+  pg::params p{a.tenant,
+               a.type,
+               a.data,
+               text_or_null(a.merge_key),
+               text_or_null(a.aggregate_id),
+               text_or_null(a.aggregate_type),
+               text_or_null(a.traceparent)};
+  auto r = db.exec("SELECT walhook.publish($1, $2, $3::jsonb, merge_key => $4, aggregate_id => $5, aggregate_type => $6, "
+                   "traceparent => $7)",
                    p);
   std::cout << r.value(0, 0) << "\n";
   return 0;
@@ -61,6 +66,9 @@ command add_send(CLI::App& app) {
   c->add_option("--merge-key", a->merge_key, "Coalesce with a pending delivery of the same key (state updates)");
   c->add_option("--aggregate-id", a->aggregate_id, "Entity id, for per-aggregate ordering");
   c->add_option("--aggregate-type", a->aggregate_type, "Kind of entity, e.g. order (Debezium's aggregatetype)");
+  c->add_option("--traceparent", a->traceparent,
+                "W3C traceparent of the work that produced the event (00-<trace id>-<span id>-<flags>): each attempt "
+                "carries it on as a child span");
   return {c, [a] { return send(*a); }};
 }
 

@@ -93,7 +93,7 @@ std::vector<std::int64_t> endpoint_directory::ids() const {
 std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, std::string_view event_type,
                                                     std::optional<std::int64_t> direct, std::uint32_t xid,
                                                     std::optional<std::string_view> body,
-                                                    std::vector<std::int64_t>* filtered) const {
+                                                    filtering* filtering_out) const {
   std::vector<std::int64_t> out;
   if (direct) {
     // Tenants never cross (docs/architecture.md, Invariants, 8), whoever wrote the row.
@@ -105,9 +105,17 @@ std::vector<std::int64_t> endpoint_directory::route(std::string_view tenant_id, 
   for (std::int64_t id : t->second) {
     const endpoint* e = find(id);
     if (!e || !e->subscribed(event_type) || !e->exists_for(xid)) continue;
-    if (body && e->filter && !e->filter->matches(*body)) {
-      if (filtered) filtered->push_back(id);
-      continue;
+    if (body && e->filter) {
+      std::string why;
+      const auto r = e->filter->evaluate(*body, &why);
+      if (r == payload_filter::result::no_match) {
+        if (filtering_out) filtering_out->filtered.push_back(id);
+        continue;
+      }
+      if (r == payload_filter::result::unreadable) {
+        if (filtering_out) filtering_out->unreadable.emplace_back(id, std::move(why));
+        continue;
+      }
     }
     out.push_back(id);
   }

@@ -52,11 +52,17 @@ class endpoint_directory {
   /// that transaction committed (endpoint::exists_for): an event replayed late — catch-up, a
   /// backfill, `walhook recover`, a cursor — goes where it would have gone at its commit.
   /// With `body` (the webhook body), not the endpoints whose payload filter it does not match
-  /// (endpoint::filter): their ids go to `filtered`, if given. A direct route has no filter.
+  /// (endpoint::filter) — their ids go to `filtering->filtered` — nor those whose filter cannot
+  /// read it (payload_filter::result::unreadable): those go to `filtering->unreadable` with the
+  /// reason, for the caller to end dead. A direct route has no filter.
+  struct filtering {
+    std::vector<std::int64_t> filtered;
+    std::vector<std::pair<std::int64_t, std::string>> unreadable;
+  };
   std::vector<std::int64_t> route(std::string_view tenant_id, std::string_view event_type,
                                   std::optional<std::int64_t> direct = std::nullopt, std::uint32_t xid = 0,
                                   std::optional<std::string_view> body = std::nullopt,
-                                  std::vector<std::int64_t>* filtered = nullptr) const;
+                                  filtering* filtering_out = nullptr) const;
 
   /// The breaker state of an endpoint (closed if none was recorded).
   delivery::breaker_state health(std::int64_t id) const;

@@ -36,7 +36,10 @@ bool reserved_header(std::string_view name) {
                                                           "upgrade",   "expect",       "user-agent",   "traceparent",
                                                           "tracestate"};
   if (std::any_of(exact.begin(), exact.end(), [&](std::string_view r) { return iequals(name, r); })) return true;
-  return istarts_with(name, "proxy-") || istarts_with(name, "webhook-") || istarts_with(name, "walhook-");
+  // content-*: the body's (Content-Encoding would lie about it); nats-*: JetStream's own
+  // (Nats-Rollup purges a subject, Nats-Expected-* changes what is accepted).
+  return istarts_with(name, "proxy-") || istarts_with(name, "webhook-") || istarts_with(name, "walhook-") ||
+         istarts_with(name, "content-") || istarts_with(name, "nats-");
 }
 
 boost::system::result<header_field> parse_header(std::string_view line, std::string* why) {
@@ -71,7 +74,21 @@ boost::system::result<std::vector<header_field>> headers_from_items(const std::v
     if (!h) return h.error();
     out.push_back(std::move(*h));
   }
+  if (auto twice = repeated_name({&out})) {
+    if (why) *why = "header " + *twice + " is given twice";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
   return out;
+}
+
+std::optional<std::string> repeated_name(std::initializer_list<const std::vector<header_field>*> lists) {
+  std::vector<std::string_view> seen;
+  for (const auto* list : lists)
+    for (const auto& [name, value] : *list) {
+      if (std::any_of(seen.begin(), seen.end(), [&](std::string_view s) { return iequals(s, name); })) return name;
+      seen.push_back(name);
+    }
+  return std::nullopt;
 }
 
 }  // namespace walhook::relay

@@ -21,9 +21,11 @@ constexpr std::size_t max_clauses = 32;
 constexpr std::size_t max_segments = 16;
 constexpr std::size_t max_items = 256;
 
-/// An operand: null, a boolean, a number (by value) or a string.
+/// An operand or a field's value: null, a boolean, a number — an integer (signed or unsigned 64
+/// bits, exact) or a double — or a string.
 struct scalar {
-  std::variant<std::monostate, bool, double, std::string> v;
+  std::variant<std::monostate, bool, std::int64_t, std::uint64_t, double, std::string> v;
+  bool number() const { return v.index() >= 2 && v.index() <= 4; }
 };
 
 enum class op { eq, ne, in, nin, gt, gte, lt, lte, exists, negate };
@@ -58,8 +60,8 @@ std::optional<scalar> scalar_of(dom::element e) {
   switch (e.type()) {
     case dom::element_type::NULL_VALUE: return scalar{};
     case dom::element_type::BOOL: return scalar{bool(e.get_bool().value_unsafe())};
-    case dom::element_type::INT64: return scalar{double(e.get_int64().value_unsafe())};
-    case dom::element_type::UINT64: return scalar{double(e.get_uint64().value_unsafe())};
+    case dom::element_type::INT64: return scalar{e.get_int64().value_unsafe()};
+    case dom::element_type::UINT64: return scalar{e.get_uint64().value_unsafe()};
     case dom::element_type::DOUBLE: return scalar{e.get_double().value_unsafe()};
     case dom::element_type::STRING: return scalar{std::string(e.get_string().value_unsafe())};
     default: return std::nullopt;
@@ -104,7 +106,7 @@ condition condition_of(const std::string& path, std::string_view name, dom::elem
     case op::lt:
     case op::lte: {
       auto s = scalar_of(v);
-      if (!s || !(std::holds_alternative<double>(s->v) || std::holds_alternative<std::string>(s->v)))
+      if (!s || !(s->number() || std::holds_alternative<std::string>(s->v)))
         throw compile_error{fmt::format("{}: {} needs a number or a string", path, name)};
       c.value = std::move(*s);
       break;
@@ -140,7 +142,15 @@ condition condition_of(const std::string& path, std::string_view name, dom::elem
 
 std::vector<condition> operators_of(const std::string& path, dom::object ops, int depth) {
   std::vector<condition> out;
-  for (auto [key, value] : ops) out.push_back(condition_of(path, key, value, depth));
+  std::vector<std::string_view> seen;
+  for (auto [key, value] : ops) {
+    // JSON allows a name twice, and PostgreSQL's jsonb keeps the last: refuse what would not mean
+    // one thing everywhere.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw compile_error{fmt::format("{}: {} is given twice", path, key)};
+    seen.push_back(key);
+    out.push_back(condition_of(path, key, value, depth));
+  }
   if (out.empty()) throw compile_error{fmt::format("{}: an empty object of operators", path)};
   return out;
 }
@@ -206,13 +216,30 @@ std::optional<dom::element> lookup(dom::element root, const std::vector<std::str
   return at;
 }
 
+/// -1, 0 or 1 for two numbers, exactly: integers as integers (an id above 2^53 is not its
+/// neighbour), and with a double on either side as long double (64 bits of mantissa on x86-64).
+int compare_numbers(const scalar& a, const scalar& b) {
+  auto sign = [](auto x, auto y) { return x < y ? -1 : x > y ? 1 : 0; };
+  const auto* ai = std::get_if<std::int64_t>(&a.v);
+  const auto* bi = std::get_if<std::int64_t>(&b.v);
+  const auto* au = std::get_if<std::uint64_t>(&a.v);
+  const auto* bu = std::get_if<std::uint64_t>(&b.v);
+  if (ai && bi) return sign(*ai, *bi);
+  if (au && bu) return sign(*au, *bu);
+  if (ai && bu) return *ai < 0 ? -1 : sign(static_cast<std::uint64_t>(*ai), *bu);
+  if (au && bi) return *bi < 0 ? 1 : sign(*au, static_cast<std::uint64_t>(*bi));
+  auto wide = [](const scalar& s) -> long double {
+    if (const auto* i = std::get_if<std::int64_t>(&s.v)) return static_cast<long double>(*i);
+    if (const auto* u = std::get_if<std::uint64_t>(&s.v)) return static_cast<long double>(*u);
+    return static_cast<long double>(std::get<double>(s.v));
+  };
+  return sign(wide(a), wide(b));
+}
+
 /// -1, 0, 1, or nullopt when a and b are not of one comparable type.
 std::optional<int> compare(const scalar& a, const scalar& b) {
+  if (a.number() && b.number()) return compare_numbers(a, b);
   if (a.v.index() != b.v.index()) return std::nullopt;
-  if (const auto* x = std::get_if<double>(&a.v)) {
-    const double y = std::get<double>(b.v);
-    return *x < y ? -1 : *x > y ? 1 : 0;
-  }
   if (const auto* x = std::get_if<std::string>(&a.v)) {
     const int c = x->compare(std::get<std::string>(b.v));
     return c < 0 ? -1 : c > 0 ? 1 : 0;
@@ -280,7 +307,11 @@ boost::system::result<payload_filter> payload_filter::compile(std::string_view t
     return fail(R"(a filter is a JSON object of paths, e.g. {"data.amount": {"$gte": 100}})");
   auto program = std::make_shared<compiled>();
   try {
-    for (auto [key, value] : top) program->clauses.push_back(clause_of(key, value));
+    for (auto [key, value] : top) {
+      for (const auto& c : program->clauses)
+        if (c.path == key) throw compile_error{fmt::format("{}: the path is given twice (put its operators in one object)", key)};
+      program->clauses.push_back(clause_of(key, value));
+    }
   } catch (const compile_error& e) {
     return fail(e.why);
   }
@@ -292,13 +323,16 @@ boost::system::result<payload_filter> payload_filter::compile(std::string_view t
   return f;
 }
 
-bool payload_filter::matches(std::string_view body) const {
+payload_filter::result payload_filter::evaluate(std::string_view body, std::string* why) const {
   thread_local dom::parser parser;
   dom::element root;
-  if (parser.parse(body.data(), body.size()).get(root)) return false;
+  if (auto e = parser.parse(body.data(), body.size()).get(root)) {
+    if (why) *why = std::string("the payload filter cannot read the webhook body: ") + simdjson::error_message(e);
+    return result::unreadable;
+  }
   for (const auto& c : program_->clauses)
-    if (!holds_all(c.all, lookup(root, c.segments))) return false;
-  return true;
+    if (!holds_all(c.all, lookup(root, c.segments))) return result::no_match;
+  return result::match;
 }
 
 std::size_t payload_filter::clauses() const { return program_ ? program_->clauses.size() : 0; }

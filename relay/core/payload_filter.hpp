@@ -12,7 +12,8 @@
 //   $eq, $ne, $in / $nin (an array of scalars), $gt / $gte / $lt / $lte (a number or a string;
 //   compared with a field of the same type only), $exists (true / false), $not (an object of
 //   operators, negated).
-// * Numbers compare by value (1 equals 1.0), strings by bytes; a missing field matches only $ne,
+// * Numbers compare by value, exactly (1 equals 1.0; 64-bit integers are never rounded), strings
+//   by bytes; a name given twice in one object is refused; a missing field matches only $ne,
 //   $nin, $exists: false and a $not of what needs it. A field holding an array matches a scalar
 //   test if one of its elements does (so {"data.tags": "vip"} finds "vip" among the tags).
 // * Limits: 4 KiB of text, 32 clauses, 16 path segments, 256 items in $in / $nin.
@@ -34,8 +35,18 @@ class payload_filter {
   /// (if given) says which, naming the path, e.g. "data.amount: $gte needs a number or a string".
   static boost::system::result<payload_filter> compile(std::string_view text, std::string* why = nullptr);
 
-  /// Whether the webhook body (JSON text) matches. A body that is not JSON matches nothing.
-  bool matches(std::string_view body) const;
+  enum class result {
+    match,
+    no_match,
+    /// simdjson cannot read the body (an integer beyond 64 bits, nesting deeper than 1,024,
+    /// not JSON): neither a match nor not one — walhook ends the delivery dead with `why`
+    /// rather than drop or send the event unfiltered.
+    unreadable,
+  };
+  /// Evaluates the filter on a webhook body (JSON text).
+  result evaluate(std::string_view body, std::string* why = nullptr) const;
+  /// evaluate(body) == match.
+  bool matches(std::string_view body) const { return evaluate(body) == result::match; }
 
   /// The filter as it was given.
   const std::string& text() const { return text_; }

@@ -67,6 +67,7 @@ boost::system::result<delivery::event> event_from_row(const row_view& row, lsn c
   ev.aggregate_id = row.text("aggregate_id");
   ev.aggregate_type = row.text("aggregate_type");  // absent before migration 009: none
   ev.merge_key = row.text("merge_key");
+  ev.traceparent = row.text("traceparent");  // absent before migration 012: none
   ev.commit_lsn = commit_lsn;
   // Absent from a Relation of an older schema (before migration 006): no direct route.
   if (auto direct = row.text("endpoint_id")) {
@@ -144,6 +145,11 @@ void resolve_policies(endpoint& e) {
   };
   headers(e.policies.headers, "headers", e.headers);
   headers(e.policies.secret_headers, "secret headers", e.secret_headers);
+  if (auto twice = repeated_name({&e.headers, &e.secret_headers})) {
+    fail("invalid endpoint headers: header " + *twice + " is set twice (headers and secret headers)");
+    e.headers.clear();
+    e.secret_headers.clear();
+  }
   if (e.policies.filter) {
     std::string why;
     if (auto f = payload_filter::compile(*e.policies.filter, &why)) e.filter = std::move(*f);

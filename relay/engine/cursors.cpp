@@ -277,8 +277,16 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
     if (!ev || !ep) continue;
     const auto xid8 = row[3] ? std::stoull(*row[3]) : 0;
     const auto body = why.empty() ? std::optional<std::string_view>(ev->body) : std::nullopt;  // as the stream routes
-    const auto routes = directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8), body);
-    if (std::find(routes.begin(), routes.end(), endpoint_id) == routes.end()) continue;
+    endpoint_directory::filtering filtering;
+    const auto routes =
+        directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8), body, &filtering);
+    bool routed = std::find(routes.begin(), routes.end(), endpoint_id) != routes.end();
+    for (const auto& [id, reason] : filtering.unreadable)
+      if (id == endpoint_id) {  // as the stream does: dead with the reason
+        routed = true;
+        why = reason;
+      }
+    if (!routed) continue;
     ev->seq = w.last_seq;
     delivery::job j;
     j.ev = deliveries_.track(std::move(*ev));

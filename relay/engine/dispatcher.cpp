@@ -99,8 +99,10 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
   if (record.status == sql::delivery_status::dead) {
     ++stats_.dead;
     if (auto* c = counters_of(j.endpoint_id)) ++c->dead;
-    log::warn("delivery.dead",
-              {{"endpoint_id", j.endpoint_id}, {"event_id", j.ev->id}, {"reason", record.last_error.value_or("")}});
+    log::warn("delivery.dead", {{"endpoint_id", j.endpoint_id},
+                                {"event_id", j.ev->id},
+                                {"trace_id", trace_id_of(*j.ev)},
+                                {"reason", record.last_error.value_or("")}});
     // A removed endpoint's work ending dead is the removal's doing, not news.
     if (const endpoint* ep = directory_.find(j.endpoint_id); ep && !ep->retired)
       dead_notices = notifier_.dead(*ep, j.ev->id, record, is_notification_type(j.ev->type), clock_.steady_now());
@@ -170,7 +172,7 @@ void dispatcher::apply(job j, const decision& d) {
     ++stats_.failed_attempts;
   }
   if (d.result == verdict::retry)
-    log::debug("delivery.failed", {{"endpoint_id", id}, {"event_id", j.ev->id},
+    log::debug("delivery.failed", {{"endpoint_id", id}, {"event_id", j.ev->id}, {"trace_id", trace_id_of(*j.ev)},
                                    {"error", d.last_error.value_or("")}, {"attempts", j.attempts + 1}});
   if (d.write_health) {
     sql::health_write h;

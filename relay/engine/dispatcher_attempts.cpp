@@ -7,6 +7,7 @@
 #include "common/time.hpp"
 #include "delivery/outcome_class.hpp"
 #include "delivery/signing.hpp"
+#include "delivery/trace_context.hpp"
 #include "relay/core/outcome_log.hpp"
 #include "relay/core/secret_rotation.hpp"
 #include "relay/engine/dispatcher_detail.hpp"
@@ -69,6 +70,10 @@ asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const e
   // when they are set, and make the endpoint unusable if they reach the table anyway.
   headers.insert(headers.end(), ep.headers.begin(), ep.headers.end());
   headers.insert(headers.end(), ep.secret_headers.begin(), ep.secret_headers.end());
+  // The event's trace (migration 012): this attempt is a child span of the transaction's.
+  if (ev.traceparent)
+    if (auto parent = delivery::parse_traceparent(*ev.traceparent))
+      headers.emplace_back("traceparent", delivery::child_traceparent(*parent, rng_()));
   const delivery::destination& to = *ep.target;
   if (to.kind == delivery::sink_kind::http) {
     delivery::http_request req{ev.body, std::move(headers)};
@@ -98,7 +103,9 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
   delivery::outcome_class outcome = delivery::outcome_class::other;  ///< of the attempt, once made
   // Checked at send time: the endpoint may have changed since the delivery was admitted.
   auto sendable = [&r](const endpoint* e) {
-    return e && e->target && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
+    // A config_error (its headers or filter became unusable since): ends dead with the reason
+    // rather than go out without them.
+    return e && e->target && e->config_error.empty() && (r->j.ev->tenant_id.empty() || e->tenant_id == r->j.ev->tenant_id);
   };
   if (sendable(ep)) {
     const auto sent_at = clock_.system_now();

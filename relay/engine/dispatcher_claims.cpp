@@ -235,7 +235,9 @@ asio::awaitable<void> dispatcher::sweep_loop() {
 asio::awaitable<void> dispatcher::rate_loop() {
   co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
   for (;;) {
-    rate_deadline_ = sched_.next_rate_release().value_or(steady_time::max());
+    // Inactive (a standby, a session that ended, shutdown): dispatch() starts nothing and releases
+    // no hold, so a past release time would spin — wait for a notify only.
+    rate_deadline_ = active_ ? sched_.next_rate_release().value_or(steady_time::max()) : steady_time::max();
     // wake_signal waits on the real steady clock; clock_ may be a test's.
     const auto real = rate_deadline_ == steady_time::max()
                           ? std::chrono::steady_clock::time_point::max()

@@ -3,10 +3,12 @@
 // the record of an attempt in flight, and the conversions between jobs and rows of
 // walhook.deliveries that more than one of them makes. Nothing else includes it.
 
+#include "delivery/trace_context.hpp"
 #include "relay/engine/dispatcher.hpp"
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace walhook::relay {
@@ -45,12 +47,19 @@ inline sql::upsert_delivery upsert_of(const delivery::job& j, sql::delivery_outc
 }
 
 /// The identity of a claimed row's event (its payload and body are the caller's to add).
+/// The event's trace id for log lines (its traceparent's, migration 012), "-" if it has none.
+inline std::string trace_id_of(const delivery::event& ev) {
+  auto p = ev.traceparent ? delivery::parse_traceparent(*ev.traceparent) : std::nullopt;
+  return p ? p->trace_id : std::string("-");
+}
+
 inline delivery::event event_of(const sql::claimed_delivery& c) {
   delivery::event ev;
   ev.id = c.event_id;
   ev.merge_key = c.merge_key;
   ev.aggregate_id = c.aggregate_id;
   ev.aggregate_type = c.aggregate_type;
+  ev.traceparent = c.traceparent;
   ev.commit_lsn = c.commit_lsn;
   return ev;
 }

@@ -64,20 +64,23 @@ std::size_t stream_handler::deliver_row(const row_view& row, lsn commit_lsn, lsn
   auto shared = deliveries_.track(std::move(*ev));
   // A row walhook could not read whole is delivered dead with its reason wherever its tenant and
   // type send it: a filter never hides it.
-  std::vector<std::int64_t> filtered;
+  endpoint_directory::filtering filtering;
   const auto body = why.empty() ? std::optional<std::string_view>(shared->body) : std::nullopt;
-  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id, xid, body, &filtered);
-  if (!filtered.empty()) deliveries_.count_filtered(filtered);
-  for (std::int64_t id : routes) {
+  const auto routes = directory_.route(shared->tenant_id, shared->type, shared->endpoint_id, xid, body, &filtering);
+  if (!filtering.filtered.empty()) deliveries_.count_filtered(filtering.filtered);
+  auto route = [&](std::int64_t id, const std::string& dead) {
     delivery::job j;
     j.ev = shared;
     j.endpoint_id = id;
     j.ticket = ticket;
     tracker_.hold(ticket);
-    if (why.empty()) deliveries_.submit(std::move(j));
-    else deliveries_.submit_dead(std::move(j), why);  // recorded with its reason, never skipped
-  }
-  return routes.size();
+    if (dead.empty()) deliveries_.submit(std::move(j));
+    else deliveries_.submit_dead(std::move(j), dead);  // recorded with its reason, never skipped
+  };
+  for (std::int64_t id : routes) route(id, why);
+  // A body a filter cannot read (an integer beyond 64 bits): neither dropped nor sent unfiltered.
+  for (const auto& [id, reason] : filtering.unreadable) route(id, reason);
+  return routes.size() + filtering.unreadable.size();
 }
 
 void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row) {

@@ -3,6 +3,9 @@
 // docs/endpoint-policies.md) as `walhook endpoint add|update` (and the admin API) set them: the
 // checks — the same ones walhook run applies when it reads them — and their columns.
 
+#include "relay/operations/blocking_db.hpp"
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,18 +25,31 @@ struct endpoint_policies {
 };
 
 /// Throws invalid_input with the reason (a header walhook owns, a malformed value, a filter
-/// that does not compile, a rate it cannot read, a burst over the rate) — never echoing a
+/// that does not compile, a rate it cannot read, a burst out of range) — never echoing a
 /// secret header's value.
 void check(const endpoint_policies& p);
+/// check(), and, for a new endpoint, what only holds of the whole: no header name twice across
+/// --header and --header-secret, no burst without a rate or over it.
+void check_new(const endpoint_policies& p);
+/// check(), and the same whole-endpoint rules with the endpoint's stored values where `p` gives
+/// none (call it in the update's transaction, after locking the row). `--max-rate none` without
+/// --rate-burst clears the burst too (p is changed so).
+void check_update(blocking_db& db, std::int64_t endpoint_id, endpoint_policies& p);
+
+/// Writes the given columns of endpoint `endpoint_id` after check_update (in the caller's
+/// transaction, the row locked). Nothing given: nothing done.
+void write_policies(blocking_db& db, std::int64_t endpoint_id, endpoint_policies& p);
 
 /// The column values as SQL parameters, in the order headers, secret_headers, filter (jsonb
 /// text), max_rate, rate_burst; nullopt: NULL (or not given: see given()).
 std::vector<std::optional<std::string>> column_values(const endpoint_policies& p);
 
-/// How a secret header is shown: "Name: sha256:<first 12 hex of SHA-256 of the value>".
-std::string secret_header_fingerprint(const std::string& header_line);
+/// How a secret header is shown: "Name: sha256:<first 12 hex of HMAC-SHA256(key, value)>", keyed
+/// with `key` (the endpoint's signing secret column), so the value cannot be guessed from it
+/// offline; it changes when the signing secret is rotated.
+std::string secret_header_fingerprint(const std::string& header_line, const std::string& key);
 
 /// The fingerprints of a stored secret_headers array (text[] literal), "; "-separated; "" if none.
-std::string secret_headers_shown(const std::optional<std::string>& stored);
+std::string secret_headers_shown(const std::optional<std::string>& stored, const std::string& key);
 
 }  // namespace walhook::relay::operations

@@ -2,7 +2,10 @@
 
 #include "delivery/signing.hpp"
 #include "delivery/destination.hpp"
+#include "delivery/job.hpp"
 #include "delivery/url.hpp"
+#include "relay/core/payload_filter.hpp"
+#include "common/time.hpp"
 
 #include <fmt/format.h>
 
@@ -276,15 +279,8 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
                u.description && !u.description->empty() ? u.description : std::nullopt,
                u.contact_endpoint_id ? "t" : "f",
                u.contact_endpoint_id ? opt_id(*u.contact_endpoint_id) : std::nullopt};
-  // Migration 012's columns: a "given" flag and the value each.
-  const auto values = column_values(u.policies);
-  const std::array<bool, 5> given{u.policies.headers.has_value(), u.policies.secret_headers.has_value(),
-                                  u.policies.filter.has_value(), u.policies.max_rate.has_value(),
-                                  u.policies.rate_burst.has_value()};
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    p.push_back(given[i] ? "t" : "f");
-    p.push_back(values[i]);
-  }
+  auto policies = u.policies;
+  write_policies(db, endpoint_id, policies);
   db.exec(R"sql(
 UPDATE walhook.endpoints
    SET url = coalesce($2, url),
@@ -292,11 +288,6 @@ UPDATE walhook.endpoints
        max_concurrency = coalesce($5::int, max_concurrency),
        description = CASE WHEN $6::boolean THEN $7 ELSE description END,
        contact_endpoint_id = CASE WHEN $8::boolean THEN $9::bigint ELSE contact_endpoint_id END,
-       headers = CASE WHEN $10::boolean THEN $11::text[] ELSE headers END,
-       secret_headers = CASE WHEN $12::boolean THEN $13::text[] ELSE secret_headers END,
-       filter = CASE WHEN $14::boolean THEN $15::jsonb ELSE filter END,
-       max_rate = CASE WHEN $16::boolean THEN $17 ELSE max_rate END,
-       rate_burst = CASE WHEN $18::boolean THEN $19::int ELSE rate_burst END,
        updated_at = now()
  WHERE id = $1)sql",
           p);
@@ -342,6 +333,52 @@ RETURNING to_char(secret_grace_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:S
 
 // ------------------------------------------------------------------------------------ replay
 
+namespace {
+
+/// Which deliveries replay() takes (d: walhook.deliveries, e: its endpoint): $1 delivery, $2
+/// endpoint, $3 since, $4 until, $5 event type, $6 the ids a payload filter matched (bigint[];
+/// NULL: no filter).
+constexpr const char* replay_where = R"sql(
+         ($1::bigint IS NULL OR d.id = $1::bigint)
+     AND ($2::bigint IS NULL OR d.endpoint_id = $2::bigint)
+     AND ($3::timestamptz IS NULL OR d.event_created_at >= $3::timestamptz)
+     AND ($4::timestamptz IS NULL OR d.event_created_at < $4::timestamptz)
+     AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM walhook.outbox o WHERE o.id = d.event_id AND o.event_type = $5))
+     AND ($6::bigint[] IS NULL OR d.id = ANY ($6::bigint[]))
+     AND (d.status = 'dead' OR (d.status = 'pending' AND e.status = 'disabled'))
+     -- Never a removed endpoint's history when its id was reused: rows older than the endpoint.
+     AND d.created_at >= e.created_at)sql";
+
+/// The candidates whose event's webhook body `filter` matches, as a bigint[] literal; `gone`
+/// counts those whose outbox row has left (retention): they cannot be matched.
+std::string filter_matches(blocking_db& db, const pg::params& p, const std::string& filter, std::int64_t& gone) {
+  std::string why;
+  auto compiled = payload_filter::compile(filter, &why);
+  if (!compiled) throw invalid_input("--filter: " + why);
+  auto r = db.exec(fmt::format("SELECT d.id, o.id, o.event_type, o.created_at, o.payload::text "
+                               "FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id "
+                               "LEFT JOIN walhook.outbox o ON o.id = d.event_id WHERE {}",
+                               replay_where),
+                   p);
+  std::string ids;
+  gone = 0;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (r.is_null(i, 1)) {
+      ++gone;
+      continue;
+    }
+    delivery::event ev;  // the body walhook sends (relay/core/rows.cpp, event_from_row)
+    ev.id = std::string(r.value(i, 1));
+    ev.type = std::string(r.value(i, 2));
+    ev.created_at = pg_timestamptz_to_iso8601(r.value(i, 3)).value_or(std::string(r.value(i, 3)));
+    ev.payload = std::string(r.value(i, 4));
+    if (compiled->matches(delivery::make_body(ev))) ids += (ids.empty() ? "" : ",") + std::string(r.value(i, 0));
+  }
+  return "{" + ids + "}";
+}
+
+}  // namespace
+
 std::vector<change> replay(blocking_db& db, const replay_filter& f) {
   if (!f.delivery_id && !f.endpoint_id) throw invalid_input("give --delivery ID or --endpoint ID");
   if (f.since && f.until &&
@@ -349,21 +386,17 @@ std::vector<change> replay(blocking_db& db, const replay_filter& f) {
     throw invalid_input(fmt::format("--until {} is not after --since {}: the range is empty", *f.until, *f.since));
   transaction tx(db);
   if (f.endpoint_id) lock_endpoint(db, *f.endpoint_id);
-  pg::params p{opt_id(f.delivery_id), opt_id(f.endpoint_id), opt(f.since), opt(f.until)};
+  pg::params p{opt_id(f.delivery_id), opt_id(f.endpoint_id), opt(f.since), opt(f.until), opt(f.event_type), std::nullopt};
+  std::int64_t unreadable = 0;
+  if (f.payload_filter) p[5] = filter_matches(db, p, *f.payload_filter, unreadable);
   // Dead deliveries, and pending ones of a disabled endpoint, start over with fresh counters. Of
   // several with one merge key only the newest comes back, and none where a pending delivery
   // already holds the key (it carries a newer state of the entity).
-  auto r = db.exec(R"sql(
+  auto r = db.exec(fmt::format(R"sql(
 WITH candidates AS (
   SELECT d.id, d.endpoint_id, d.merge_key, d.commit_lsn, d.status
     FROM walhook.deliveries d JOIN walhook.endpoints e ON e.id = d.endpoint_id
-   WHERE ($1::bigint IS NULL OR d.id = $1::bigint)
-     AND ($2::bigint IS NULL OR d.endpoint_id = $2::bigint)
-     AND ($3::timestamptz IS NULL OR d.event_created_at >= $3::timestamptz)
-     AND ($4::timestamptz IS NULL OR d.event_created_at < $4::timestamptz)
-     AND (d.status = 'dead' OR (d.status = 'pending' AND e.status = 'disabled'))
-     -- Never a removed endpoint's history when its id was reused: rows older than the endpoint.
-     AND d.created_at >= e.created_at
+   WHERE {}
    FOR UPDATE OF d
 ), blocked AS (
   SELECT c.id FROM candidates c
@@ -379,6 +412,7 @@ UPDATE walhook.deliveries d
   FROM candidates c
  WHERE d.id = c.id AND c.id NOT IN (SELECT id FROM blocked)
 RETURNING d.endpoint_id)sql",
+                               replay_where),
                    p);
   std::vector<change> out;
   for (int i = 0; i < r.rows(); ++i) {
@@ -390,9 +424,22 @@ RETURNING d.endpoint_id)sql",
     }
     ++it->deliveries;
   }
+  const std::string unread =
+      unreadable ? fmt::format("{} dead letter{} whose event has left walhook.outbox (retention) could not be matched "
+                               "against --filter and stay{}",
+                               unreadable, unreadable == 1 ? "" : "s", unreadable == 1 ? "s" : "")
+                 : std::string();
+  if (f.dry_run) {  // counted, then rolled back: nothing changes, walhook run is not woken
+    for (auto& c : out) {
+      c.action = "would replay";
+      c.note = unread;
+    }
+    return out;
+  }
   for (auto& c : out) {
     wake_relay(db, c.endpoint_id);
     c.note = due_note(c.endpoint_id, lock_endpoint(db, c.endpoint_id));
+    if (!unread.empty()) c.note += (c.note.empty() ? "" : "; ") + unread;
   }
   tx.commit();
   return out;

@@ -76,12 +76,19 @@ struct replay_filter {
   std::optional<std::int64_t> endpoint_id;
   std::optional<std::string> since;  ///< timestamptz text: events created at or after
   std::optional<std::string> until;  ///< events created before
+  std::optional<std::string> event_type;  ///< only events of this type
+  /// Only events whose webhook body this payload filter matches (relay/core/payload_filter.hpp);
+  /// a dead letter whose event has left the outbox (retention) cannot be matched and stays.
+  std::optional<std::string> payload_filter;
+  bool dry_run = false;  ///< count what would be replayed; change nothing
 };
 /// Dead letters (and a disabled endpoint's pending deliveries) start over with fresh counters;
 /// of several with one merge key only the newest, none where a newer one is pending. Returns
-/// one change per endpoint touched (deliveries = how many replayed); a note if the endpoint is
-/// not active. Throws invalid_input (no delivery or endpoint given, an empty range), not_found
-/// (the endpoint), pg_error of class 22 (a since/until PostgreSQL cannot parse).
+/// one change per endpoint touched (deliveries = how many replayed, or would be with dry_run:
+/// action "would replay"); a note if the endpoint is not active, or if a payload filter could
+/// not read some. Throws invalid_input (no delivery or endpoint given, an empty range, a filter
+/// that does not compile), not_found (the endpoint), pg_error of class 22 (a since/until
+/// PostgreSQL cannot parse).
 std::vector<change> replay(blocking_db& db, const replay_filter& f);
 
 /// Resend one event to one endpoint, whatever happened before (delivered, dead, or no row: a

@@ -39,7 +39,7 @@ endpoint_status status_of_row(const pg::query_result& r, int i) {
   s.owed = r.integer(i, 23);
   s.since_us = r.integer(i, 24);
   s.headers_json = r.optional_value(i, 25);
-  s.secret_headers = secret_headers_shown(r.optional_value(i, 26));
+  s.secret_headers = secret_headers_shown(r.optional_value(i, 26), std::string(r.value(i, 15)));
   s.filter = r.optional_value(i, 27);
   s.max_rate = r.optional_value(i, 28);
   s.rate_burst = r.optional_integer(i, 29);

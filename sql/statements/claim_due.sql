@@ -3,7 +3,7 @@
 -- aggregate, and none while another of that aggregate is being sent; a deferred delivery (migration
 -- 011) has stepped out of its aggregate's line and holds back none of the later ones. Returns each claimed row
 -- with its event (the outbox row may be gone: o.id IS NULL), its aggregate type and, for a row an
--- outbox bridge could not map, why (migration 009).
+-- outbox bridge could not map, why (migration 009); its traceparent last (migration 012).
 WITH quota AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(endpoint_id bigint, n int, ordered boolean)
 ), picked AS (
@@ -31,7 +31,7 @@ WITH quota AS (
 SELECT c.id, c.endpoint_id, c.attempts, c.event_id, c.merge_key, c.aggregate_id,
        coalesce(c.commit_lsn, '0/0'::pg_lsn)::text, o.id IS NULL, o.tenant_id, o.event_type,
        o.created_at, o.payload::text, o.stored_at, o.aggregate_type, o.rejected,
-       c.deferrals
+       c.deferrals, o.traceparent
   FROM claimed c
   LEFT JOIN LATERAL (SELECT * FROM walhook.outbox x WHERE x.id = c.event_id) o ON true
  ORDER BY c.endpoint_id, c.next_attempt_at, c.commit_lsn

@@ -28,6 +28,6 @@ WITH w AS MATERIALIZED (SELECT coalesce($4::pg_snapshot, pg_current_snapshot()) 
 SELECT p.r::text AS window_snapshot, p.insert_lsn::text AS insert_lsn, page.seq::text AS seq, page.xid::text AS xid,
        page.id::text AS id, page.tenant_id, page.event_type, page.aggregate_id, page.aggregate_type, page.merge_key,
        page.payload::text AS payload, page.created_at::text AS created_at, page.endpoint_id::text AS endpoint_id,
-       page.stored_at::text AS stored_at, page.by_walhook::text AS by_walhook, page.rejected
+       page.stored_at::text AS stored_at, page.by_walhook::text AS by_walhook, page.rejected, page.traceparent
   FROM p LEFT JOIN page ON true
  ORDER BY page.seq

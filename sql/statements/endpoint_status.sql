@@ -12,7 +12,7 @@
 -- key's first member: the oldest pending age's start in microseconds since 1970 (the largest
 -- bigint if none), which, unlike the age, stays the same from one page to the next; then the
 -- headers (JSON array text), the secret headers (text[]: only their fingerprints are shown),
--- filter (jsonb text), max_rate and rate_burst (migration 012).
+-- filter (JSON text), max_rate and rate_burst (migration 012).
 -- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
 SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.paused_until > now(), false), h.paused_until,

@@ -18,7 +18,7 @@ WITH removed AS (
 SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
        NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot, NULL::timestamptz AS secret_grace_until,
        NULL::smallint[] AS defer_statuses, NULL::integer AS max_deferrals, NULL::integer[] AS retry_schedule_ms,
-       headers, secret_headers, NULL::jsonb AS filter, NULL::text AS max_rate, NULL::integer AS rate_burst
+       headers, secret_headers, NULL::text AS filter, NULL::text AS max_rate, NULL::integer AS rate_burst
   FROM removed
  WHERE $1::int <= 1 OR (hashtext(tenant_id) & 2147483647) % $1::int = $2::int
 UNION ALL

@@ -210,7 +210,12 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
                                row, row),
                    15s));
 
-  // The endpoint's page: settings as text, then pause it.
+  // The endpoint's page: settings as text — with its policies (migration 012), a secret
+  // header as its fingerprint only — then pause it.
+  sc.db.exec("UPDATE walhook.endpoints SET headers = '{\"X-Api-Key: k-console\"}', "
+             "secret_headers = '{\"Authorization: Bearer console-secret-value\"}', "
+             "filter = '{\"type\": {\"$exists\": true}}', max_rate = '50/s' WHERE id = $1",
+             pg::params{std::to_string(healthy)});
   b.navigate(console + "#/endpoints/" + std::to_string(healthy));
   REQUIRE(b.wait_for("!!document.getElementById('action-pause')", 15s));
   CHECK(b.evaluate_string("document.querySelector('#endpoint-settings').textContent").find(hostile) != std::string::npos);
@@ -218,6 +223,11 @@ TEST_CASE("console in Chromium: worst first, sort, resend from the event page, p
   CHECK(b.evaluate_bool("window.__injected === undefined"));
   CHECK(b.evaluate_bool("document.querySelector('#endpoint-settings').textContent.includes('sha256:')"));
   CHECK(b.evaluate_bool(fmt::format("!document.body.textContent.includes({})", test::js_string(secret))));
+  for (const char* shown : {"X-Api-Key: k-console", "Authorization: sha256:", "$exists", "50/s"})
+    CHECK_MESSAGE(b.evaluate_bool(fmt::format("document.querySelector('#endpoint-settings').textContent.includes({})",
+                                              test::js_string(shown))),
+                  shown);
+  CHECK(b.evaluate_bool("!document.body.textContent.includes('console-secret-value')"));
   b.evaluate(click("#action-pause"));
   CHECK(b.evaluate_bool("document.getElementById('confirm-text').textContent.includes('stops sending')"));
   CHECK(sc.value("SELECT status FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(healthy)}) == "active");

@@ -2,10 +2,12 @@
 // real receiver: static and secret headers reach the endpoint (and the secret is shown nowhere),
 // names walhook owns are refused by the CLI and make a hand-written row unusable; a payload filter
 // routes only matching events, counts the rest and shows them "filtered"; a rate limit keeps the
-// attempts under N in any 1 s window, measured at the receiver.
+// attempts under N in any 1 s window, measured at the receiver; replay by type and filter, with
+// a dry run that counts first, from the CLI and the admin API.
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
+#include "tests/integration/inbox_support.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -82,6 +84,16 @@ TEST_CASE("headers: static and secret headers reach the endpoint; the secret's v
     CHECK(s.cli({"endpoint", "add", "--tenant", "acme", "--url", s.rcv->url("/r"), flag, line}) != 0);
     CHECK(s.out.find(flag + ":") != std::string::npos);
   }
+  // A name once across --header and --header-secret (else which would the receiver see?).
+  CHECK(s.cli({"endpoint", "add", "--tenant", "acme", "--url", s.rcv->url("/r"), "--header", "X-Key: a",
+               "--header-secret", "x-key: b"}) != 0);
+  CHECK(s.out.find("header x-key would be set twice") != std::string::npos);
+  CHECK(s.cli({"endpoint", "update", std::to_string(id), "--header", "x-api-key: again"}) == 0);  // replaced, not added
+  CHECK(s.cli({"endpoint", "update", std::to_string(id), "--header", "Authorization: Basic x"}) != 0);
+  CHECK(s.out.find("header Authorization would be set twice") != std::string::npos);
+  // A value given where the name goes is not echoed back.
+  CHECK(s.cli({"endpoint", "add", "--tenant", "acme", "--url", s.rcv->url("/r"), "--header-secret", "sk_live_abc def"}) != 0);
+  CHECK(s.out.find("sk_live") == std::string::npos);
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints") == "1");
 
   // update replaces them; `none` removes them.
@@ -194,5 +206,112 @@ TEST_CASE("rate: --max-rate 20/s keeps the attempts under 20 in any second, meas
   CHECK(most >= 15);  // and it does go at about the rate: the limit is what spaces them
   // 90 at 20/s: the first 20 at once, the rest at 20 per second after it — at least 3.5 s.
   CHECK(at.back() - at.front() >= 3'400'000);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("replay by filter: a dry run counts first, then only the matching dead letters go again (CLI and API)") {
+  setup s("policies_replay");
+  relay::receiver_behaviour down;
+  down.status = 500;
+  s.rcv->set_behaviour("/r", down);
+  auto walhook = s.start_walhook({"--max-attempts", "1", "--admin-listen", "127.0.0.1:0"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  const long long id = s.add("/r", {});
+  const auto paid_150 = s.publish("acme", "order.paid", R"({"amount": 150})");
+  const auto paid_50 = s.publish("acme", "order.paid", R"({"amount": 50})");
+  const auto refunded_500 = s.publish("acme", "order.refunded", R"({"amount": 500})");
+  const auto paid_300 = s.publish("acme", "order.paid", R"({"amount": 300})");
+  const pg::params ep{std::to_string(id)};
+  const std::string dead = "SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'dead'";
+  REQUIRE_MESSAGE(test::eventually([&] { return s.value(dead, ep) == "4"; }, 30s), walhook.log_tail());
+  s.rcv->set_behaviour("/r", {});
+
+  const std::vector<std::string> big_paid{"replay", "--endpoint", std::to_string(id), "--event-type", "order.paid",
+                                          "--filter", R"({"data.amount": {"$gte": 100}})"};
+  auto with = [](std::vector<std::string> v, const std::string& flag) {
+    v.push_back(flag);
+    return v;
+  };
+  REQUIRE(s.cli(with(big_paid, "--dry-run")) == 0);
+  CHECK(s.out.find("would replay 2 deliveries (dry run: nothing changed)") != std::string::npos);
+  CHECK(s.value(dead, ep) == "4");
+  auto bad = big_paid;
+  bad[6] = R"({"amount": 100})";
+  CHECK(s.cli(bad) != 0);
+  CHECK(s.out.find("--filter: amount: paths start at the webhook body") != std::string::npos);
+
+  REQUIRE(s.cli(big_paid) == 0);
+  CHECK(s.out.find("replayed 2 deliveries") != std::string::npos);
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/r").size() == 2; }, 20s), walhook.log_tail());
+  std::set<std::string> got;
+  for (const auto& r : s.received("/r")) got.insert(r.webhook_id);
+  CHECK(got == std::set<std::string>{paid_150, paid_300});
+
+  // The API: the filter as a JSON object; a dry run changes nothing and is not audited.
+  const auto port = walhook.admin_port();
+  const std::string path = fmt::format("/api/endpoints/{}/replay", id);
+  auto a = test::inbox::post(port, path, {}, R"({"filter": {"data.amount": {"$lt": 100}}, "dry_run": true})");
+  CHECK(a.status == 200);
+  CHECK(a.body.find(R"("replayed":1,"dry_run":true)") != std::string::npos);
+  CHECK(s.received("/r", 0).size() == 6);  // 4 failures, 2 replayed: nothing more
+  a = test::inbox::post(port, path, {}, R"({"filter": "{\"data.amount\": {\"$lt\": 100}}"})");
+  CHECK(a.status == 200);
+  CHECK(a.body.find(R"("replayed":1,"dry_run":false)") != std::string::npos);
+  a = test::inbox::post(port, path, {}, R"({"filter": {"data.amount": {"$regex": "1"}}})");
+  CHECK(a.status == 400);
+  CHECK(a.body.find("unknown operator $regex") != std::string::npos);
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/r").size() == 3; }, 20s), walhook.log_tail());
+  CHECK(s.received("/r").back().webhook_id == paid_50);
+  CHECK(s.value(dead, ep) == "1");  // the refund, which no replay matched
+  CHECK(s.value("SELECT event_id::text FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'dead'", ep) ==
+        refunded_500);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("trace context: an event's traceparent reaches the endpoint as a child span, a new span per attempt; an invalid one is not sent") {
+  setup s("policies_trace");
+  relay::receiver_behaviour once;
+  once.script = {500};  // the first attempt fails: the retry is another span of the same trace
+  s.rcv->set_behaviour("/t", once);
+  relay::receiver_behaviour too_large;
+  too_large.status = 413;  // dead at once: its log line names the trace
+  s.rcv->set_behaviour("/dead", too_large);
+  auto walhook = s.start_walhook({"--backoff-base-ms", "100"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.add("/t", {"--event-types", "traced,untraced,garbled"});
+  s.add("/dead", {"--event-types", "doomed"});
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string parent = "00-" + trace + "-00f067aa0ba902b7-01";
+  const auto publish = [&](const std::string& type, const std::optional<std::string>& traceparent) {
+    return s.value("SELECT walhook.publish('acme', $1, '{}'::jsonb, traceparent => $2)", {type, traceparent});
+  };
+  const auto traced = publish("traced", parent);
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/t").size() == 1; }, 20s), walhook.log_tail());
+  const auto attempts = s.received("/t", 0);
+  REQUIRE(attempts.size() == 2);
+  std::set<std::string> spans;
+  for (const auto& a : attempts) {
+    const auto tp = a.header("traceparent");
+    INFO(tp);
+    REQUIRE(tp.size() == 55);
+    CHECK(tp.starts_with("00-" + trace + "-"));
+    CHECK(tp.ends_with("-01"));
+    spans.insert(tp.substr(36, 16));
+  }
+  CHECK(spans.size() == 2);                         // a span of its own per attempt
+  CHECK(spans.count("00f067aa0ba902b7") == 0);      // never the application's span
+
+  publish("untraced", std::nullopt);
+  publish("garbled", "00-" + trace + "-00f067aa0ba902b7-01\r\nX-Injected: 1");  // not a traceparent: not sent
+  REQUIRE(test::eventually([&] { return s.received("/t").size() == 3; }, 20s));
+  for (const auto& r : s.received("/t")) {
+    if (r.webhook_id == traced) continue;
+    CHECK(r.header("traceparent").empty());
+    CHECK(r.header("X-Injected").empty());
+  }
+
+  publish("doomed", parent);
+  CHECK_MESSAGE(test::eventually([&] { return walhook.count_in_log("\"trace_id\":\"" + trace + "\"") >= 1; }, 20s),
+                walhook.log_tail());
   CHECK(walhook.stop() == 0);
 }

@@ -607,7 +607,13 @@
       row('Contact endpoint', e.contact_endpoint_id !== null && e.contact_endpoint_id !== undefined
         ? el('a', { href: endpointHref(e.contact_endpoint_id) }, 'endpoint ' + e.contact_endpoint_id) : null),
       row('Secret', el('span', { class: 'mono' }, e.secret_fingerprints || '—')),
-      e.secret_grace_until ? row('Old secret valid until', timeNode(e.secret_grace_until, { full: true })) : null);
+      e.secret_grace_until ? row('Old secret valid until', timeNode(e.secret_grace_until, { full: true })) : null,
+      // Per-endpoint policies (docs/endpoint-policies.md): secret headers as fingerprints only.
+      row('Headers', Array.isArray(e.headers) && e.headers.length
+        ? el('div', { class: 'mono' }, e.headers.map((h) => el('div', {}, h))) : null),
+      row('Secret headers', e.secret_headers ? el('span', { class: 'mono' }, e.secret_headers) : null),
+      row('Filter', e.filter ? el('code', { class: 'mono' }, JSON.stringify(e.filter)) : 'none: every event'),
+      row('Max rate', e.max_rate ? e.max_rate + (e.rate_burst ? ', burst ' + e.rate_burst : '') : 'none'));
   }
 
   function endpointCounters(e) {
@@ -631,21 +637,39 @@
   function replayForm(e, reload) {
     const since = el('input', { type: 'datetime-local', id: 'replay-since', step: 1 });
     const until = el('input', { type: 'datetime-local', id: 'replay-until', step: 1 });
+    const type = el('input', { type: 'text', id: 'replay-type', placeholder: 'any', spellcheck: false });
+    const filter = el('input', { type: 'text', id: 'replay-filter', class: 'mono', spellcheck: false,
+      placeholder: '{"data.amount": {"$gte": 100}}' });
+    const problem = el('div', { id: 'replay-problem' });
     return el('form', {
       class: 'replay', id: 'replay-form',
       onsubmit: async (ev) => {
         ev.preventDefault();
         const s = toIso(since.value), u = toIso(until.value);
+        const t = type.value.trim() || null, f = filter.value.trim() || null;
         const range = s && u ? 'created from ' + fmtUtc(s) + ' to ' + fmtUtc(u)
           : s ? 'created from ' + fmtUtc(s) : u ? 'created before ' + fmtUtc(u) : 'all of them';
+        const which = range + (t ? ', of type ' + t : '') + (f ? ', matching the filter ' + f : '');
+        const body = { since: s, until: u, event_type: t, filter: f };
+        // A dry run counts first: the dialog says how many will go (a bad filter is refused here).
+        let count;
+        problem.replaceChildren();
+        try {
+          const r = await api('POST', '/api/endpoints/' + encodeURIComponent(e.id) + '/replay', Object.assign({ dry_run: true }, body));
+          count = (r && r.replayed) || 0;
+        } catch (err) {
+          problem.replaceChildren(el('div', { class: 'error-box', role: 'alert' }, err.message));
+          return;
+        }
         const acted = await confirmAction({
           title: 'Replay dead letters?',
-          what: 'The dead letters of endpoint ' + e.id + ' (' + e.url + '), ' + range + ', start over with fresh attempt ' +
-            'counters (' + plural(deadCount(e), 'dead letter', 'dead letters') + ' in all now). Of several with one merge key ' +
+          what: 'The dead letters of endpoint ' + e.id + ' (' + e.url + '), ' + which + ': ' +
+            plural(count, 'delivery', 'deliveries') + ' will start over with fresh attempt counters (' +
+            plural(deadCount(e), 'dead letter', 'dead letters') + ' in all now). Of several with one merge key ' +
             'only the newest is replayed, none where a newer one is pending.' +
             (e.status !== 'active' ? ' The endpoint is ' + endpointStatus(e) + ': they go out after it is resumed or enabled.' : ''),
           button: 'Replay',
-          run: () => api('POST', '/api/endpoints/' + encodeURIComponent(e.id) + '/replay', { since: s, until: u }),
+          run: () => api('POST', '/api/endpoints/' + encodeURIComponent(e.id) + '/replay', body),
           describe: describeReplay,
         });
         if (acted) reload();
@@ -653,8 +677,12 @@
     },
     el('div', { class: 'field' }, el('label', { for: 'replay-since' }, 'Events created from'), since),
     el('div', { class: 'field' }, el('label', { for: 'replay-until' }, 'to (before)'), until),
+    el('div', { class: 'field' }, el('label', { for: 'replay-type' }, 'Event type'), type),
+    el('div', { class: 'field' }, el('label', { for: 'replay-filter' }, 'Payload filter'), filter),
     el('button', { type: 'submit', id: 'replay-button', disabled: !deadCount(e) }, 'Replay dead letters…'),
-    el('p', { class: 'muted hint' }, 'Leave both empty for all. Times are in your browser\'s time zone.'));
+    problem,
+    el('p', { class: 'muted hint' }, 'Leave them empty for all. Times are in your browser\'s time zone. The filter is ' +
+      'JSON on the webhook body (docs/endpoint-policies.md); the dialog counts what matches before anything changes.'));
   }
 
   const STATUS_ACTIONS = {

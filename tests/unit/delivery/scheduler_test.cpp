@@ -1020,13 +1020,22 @@ TEST_CASE("a rate-limited endpoint starts at most its rate; others are not held;
   REQUIRE(s.next_rate_release().has_value());
   CHECK(*s.next_rate_release() == now + seconds(1));
   CHECK_FALSE(s.next(now + std::chrono::milliseconds(999)).has_value());
+  // A second later the first two have left the window: two more start, then it is held again.
   auto j = s.next(now + seconds(1));
   REQUIRE(j.has_value());
   CHECK(j->ev->id == "a2");
-  // The limit removed: the rest start at once.
-  s.configure(1, 100, false);
+  REQUIRE(s.next(now + seconds(1)).has_value());
+  CHECK_FALSE(s.next(now + seconds(1)).has_value());
+  REQUIRE(s.next_rate_release().has_value());
+  // A new limit starts afresh: the hold computed under the old one goes.
+  s.configure(1, 100, false, rate{100, seconds(1)});
   CHECK_FALSE(s.next_rate_release().has_value());
-  CHECK(s.next(now + seconds(1)).has_value());
-  CHECK(s.next(now + seconds(1)).has_value());
+  auto again = s.next(now + seconds(1));
+  REQUIRE(again.has_value());
+  CHECK(again->ev->id == "a4");
+  // The limit removed: whatever comes starts at once.
+  s.configure(1, 100, false);
+  for (int i = 5; i < 8; ++i) push_queued(s, make_job(1, "a" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) CHECK(s.next(now + seconds(1)).has_value());
   CHECK_FALSE(s.next(now + seconds(1)).has_value());
 }

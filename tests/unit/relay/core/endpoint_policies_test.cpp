@@ -20,7 +20,8 @@ TEST_CASE("parse_header: Name: value, blanks around the value dropped") {
 TEST_CASE("parse_header: reserved names and unsafe bytes are refused, without the value") {
   for (const char* name : {"Host", "content-length", "Content-Type", "Transfer-Encoding", "Connection", "TE",
                            "Upgrade", "Expect", "User-Agent", "webhook-id", "Webhook-Signature", "walhook-tenant-id",
-                           "Proxy-Authorization", "traceparent"}) {
+                           "Proxy-Authorization", "traceparent", "Content-Encoding", "Nats-Rollup",
+                           "nats-expected-stream"}) {
     std::string why;
     INFO(name);
     CHECK_FALSE(parse_header(std::string(name) + ": secret-value", &why).has_value());
@@ -37,6 +38,17 @@ TEST_CASE("parse_header: reserved names and unsafe bytes are refused, without th
   CHECK_FALSE(parse_header(": b", &why).has_value());
   CHECK_FALSE(parse_header("no colon", &why).has_value());
   CHECK_FALSE(parse_header("X-Long: " + std::string(9000, 'a'), &why).has_value());
+}
+
+TEST_CASE("repeated_name: a name once across the headers and the secret headers") {
+  const std::vector<header_field> plain{{"X-A", "1"}, {"Authorization", "Bearer a"}};
+  const std::vector<header_field> secret{{"authorization", "Bearer b"}};
+  CHECK(repeated_name({&plain, &secret}).value_or("") == "authorization");
+  const std::vector<header_field> other{{"X-B", "2"}};
+  CHECK_FALSE(repeated_name({&plain, &other}).has_value());
+  std::string why;
+  CHECK_FALSE(headers_from_items({"X-A: 1", "x-a: 2"}, &why).has_value());
+  CHECK(why.find("twice") != std::string::npos);
 }
 
 TEST_CASE("headers_from_items: one bad item and none is used") {

@@ -87,10 +87,31 @@ TEST_CASE("payload filter: operators, paths, arrays and missing fields") {
     CHECK(matches(r.filter, body(r.data)) == r.match);
   }
   CHECK(matches(R"({"type": "order.paid"})", body("{}")));
+  // 64-bit ids are compared exactly: 2^53 + 1 is not its neighbour (a double would merge them).
+  CHECK(matches(R"({"data.id": 9007199254740993})", body(R"({"id": 9007199254740993})")));
+  CHECK_FALSE(matches(R"({"data.id": 9007199254740993})", body(R"({"id": 9007199254740992})")));
+  CHECK(matches(R"({"data.id": {"$gt": 9007199254740992}})", body(R"({"id": 9007199254740993})")));
+  CHECK(matches(R"({"data.id": {"$lt": 0}})", body(R"({"id": -9223372036854775808})")));
+  CHECK(matches(R"({"data.id": {"$gt": -1}})", body(R"({"id": 18446744073709551615})")));
+  CHECK(matches(R"({"data.x": {"$gt": 1.5}})", body(R"({"x": 2})")));
+  CHECK_FALSE(matches(R"({"data.x": {"$gt": 2.5}})", body(R"({"x": 2})")));
   CHECK_FALSE(matches(R"({"type": {"$in": ["order.shipped"]}})", body("{}")));
 }
 
+TEST_CASE("payload filter: a body it cannot read is neither a match nor not one") {
+  std::string why;
+  auto f = payload_filter::compile(R"({"data.amount": {"$gte": 100}})");
+  REQUIRE(f.has_value());
+  // Valid JSON (PostgreSQL's numeric prints so) that simdjson does not take.
+  CHECK(f->evaluate(body(R"({"amount": 123456789012345678901234567890})"), &why) == payload_filter::result::unreadable);
+  CHECK(why.find("cannot read the webhook body") != std::string::npos);
+  CHECK(f->evaluate(body(R"({"amount": 150})")) == payload_filter::result::match);
+  CHECK(f->evaluate(body(R"({"amount": 50})")) == payload_filter::result::no_match);
+}
+
 TEST_CASE("payload filter: what is refused, and why") {
+  CHECK(refusal(R"({"data.amount": {"$gte": 100}, "data.amount": {"$lt": 1000}})").find("given twice") != std::string::npos);
+  CHECK(refusal(R"({"data.amount": {"$gte": 100, "$gte": 5}})").find("$gte is given twice") != std::string::npos);
   CHECK(refusal("[1]").find("a JSON object of paths") != std::string::npos);
   CHECK(refusal("{").find("not JSON") != std::string::npos);
   CHECK(refusal("{}").find("empty filter") != std::string::npos);
