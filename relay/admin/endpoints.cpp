@@ -69,10 +69,8 @@ void write_endpoint(json_writer& j, const operations::endpoint_status& s, const 
   if (s.headers_json) j.raw(*s.headers_json);
   else j.null();
   j.field("secret_headers", s.secret_headers.empty() ? std::nullopt : std::optional<std::string>(s.secret_headers));
-  j.key("filter");
-  if (s.filter) j.raw(*s.filter);
-  else j.null();
-  j.field("max_rate", s.max_rate).field("rate_burst", s.rate_burst);
+  // The filter's exact text (a string): parsed as JSON, a 64-bit id would be rounded on the way.
+  j.field("filter", s.filter).field("max_rate", s.max_rate).field("rate_burst", s.rate_burst);
 }
 
 /// An endpoint's 50 most recently changed delivery rows, newest first; `only` narrows them

@@ -1,5 +1,6 @@
 // `walhook send`: publishes one event with walhook.publish() and prints its id.
 
+#include "delivery/trace_context.hpp"
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
 #include "relay/core/notifications.hpp"
@@ -38,6 +39,9 @@ int send(const send_args& a) {
   if (auto err = parser.parse(a.data).get(doc);
       err && err != simdjson::NUMBER_ERROR && err != simdjson::NUMBER_OUT_OF_RANGE)
     throw cli_error(std::string("--data is not valid JSON: ") + simdjson::error_message(err));
+  if (!a.traceparent.empty() && !delivery::parse_traceparent(a.traceparent))
+    throw cli_error("--traceparent is not a W3C traceparent (00-<32 lowercase hex>-<16 lowercase hex>-<2 hex>, ids "
+                    "not all zero): it would be stored and never sent");
   blocking_db db(a.database_url);
   operations::require_schema(db);
   pg::params p{a.tenant,

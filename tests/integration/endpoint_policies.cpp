@@ -310,8 +310,13 @@ TEST_CASE("trace context: an event's traceparent reaches the endpoint as a child
     CHECK(r.header("X-Injected").empty());
   }
 
+  // walhook send refuses what it would store and never send.
+  CHECK(s.cli({"send", "--tenant", "acme", "--type", "untraced", "--data", "{}", "--traceparent", "garbage"}) != 0);
+  CHECK(s.out.find("--traceparent is not a W3C traceparent") != std::string::npos);
+
   publish("doomed", parent);
   CHECK_MESSAGE(test::eventually([&] { return walhook.count_in_log("\"trace_id\":\"" + trace + "\"") >= 1; }, 20s),
                 walhook.log_tail());
   CHECK(walhook.stop() == 0);
 }
+

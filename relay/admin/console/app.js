@@ -612,7 +612,7 @@
       row('Headers', Array.isArray(e.headers) && e.headers.length
         ? el('div', { class: 'mono' }, e.headers.map((h) => el('div', {}, h))) : null),
       row('Secret headers', e.secret_headers ? el('span', { class: 'mono' }, e.secret_headers) : null),
-      row('Filter', e.filter ? el('code', { class: 'mono' }, JSON.stringify(e.filter)) : 'none: every event'),
+      row('Filter', e.filter ? el('code', { class: 'mono' }, e.filter) : 'none: every event'),
       row('Max rate', e.max_rate ? e.max_rate + (e.rate_burst ? ', burst ' + e.rate_burst : '') : 'none'));
   }
 
