@@ -194,7 +194,9 @@ std::vector<job> scheduler::take_waiting_since(std::chrono::steady_clock::time_p
   for (auto& [id, q] : endpoints_) {
     if (waits_for_walhook(q)) continue;  // its jobs stay: reading waits at the memory caps instead
     for (auto it = q.jobs.begin(); it != q.jobs.end();) {
-      if (it->ticket != 0 && it->enqueued_at < cutoff) {
+      // Read back by an outbox cursor (its window's ticket holds no slot position): it waits its
+      // turn; its window reads no more than the endpoint takes.
+      if (it->ticket != 0 && !it->drained && it->enqueued_at < cutoff) {
         auto victim = it++;
         out.push_back(take(q, victim));
       } else {
@@ -212,6 +214,22 @@ std::vector<job> scheduler::take_holding(std::int64_t endpoint_id) {
   auto& q = found->second;
   for (auto it = q.jobs.begin(); it != q.jobs.end();) {
     if (it->ticket != 0) {
+      auto victim = it++;
+      out.push_back(take(q, victim));
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<job> scheduler::take_drained_after(std::int64_t endpoint_id, std::int64_t seq) {
+  std::vector<job> out;
+  auto found = endpoints_.find(endpoint_id);
+  if (found == endpoints_.end()) return out;
+  auto& q = found->second;
+  for (auto it = q.jobs.begin(); it != q.jobs.end();) {
+    if (it->drained && it->ev && it->ev->seq > seq) {
       auto victim = it++;
       out.push_back(take(q, victim));
     } else {

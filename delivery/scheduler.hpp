@@ -80,8 +80,9 @@ class scheduler {
   void park(job& j);
   std::size_t parked_total() const { return parked_total_; }
 
-  /// Removes and returns queued jobs that still hold an LSN ticket and were queued before
-  /// `cutoff` (they are spilled so the slot can move on) — but not those of an endpoint that
+  /// Removes and returns queued jobs that still hold an LSN ticket of the stream and were queued
+  /// before `cutoff` (they are spilled so the slot can move on; a job read back by an outbox
+  /// cursor holds no position of the slot and stays) — but not those of an endpoint that
   /// waits for walhook rather than for itself: while max_in_flight young attempts run, an
   /// endpoint with free slots of its own (no parked attempt, no aggregate order) keeps its jobs.
   /// Saturation of walhook is back-pressure on reading, never a reason to spill (issue 18: 500
@@ -91,6 +92,11 @@ class scheduler {
   /// Removes and returns the queued jobs of one endpoint that still hold an LSN ticket (it is
   /// stalled: they go to PostgreSQL so the slot can move on).
   std::vector<job> take_holding(std::int64_t endpoint_id);
+
+  /// Removes and returns the queued jobs of one endpoint read back by its outbox cursor
+  /// (job::drained) from outbox rows after `seq`: one of the window went back to the cursor,
+  /// which reads from it again — sent now, these would be sent twice.
+  std::vector<job> take_drained_after(std::int64_t endpoint_id, std::int64_t seq);
 
   /// Removes and returns every queued job of an endpoint (paused, disabled or removed).
   std::vector<job> drain(std::int64_t endpoint_id);

@@ -175,7 +175,7 @@ std::vector<pg::statement> build_batch(std::span<const write> writes) {
       also += '}';
       out.push_back({std::string(statements::write_cursor),
                      {std::to_string(c->endpoint_id), c->covered, also, c->window_snapshot,
-                      std::to_string(c->window_after), c->reason, std::to_string(c->drained), c->tenant_id}});
+                      std::to_string(c->window_after), c->reason, std::to_string(c->drained), c->tenant_id, c->routing}});
     } else {
       out.push_back({std::string(statements::delete_cursor), {std::to_string(std::get<cursor_delete>(*w).endpoint_id)}});
     }

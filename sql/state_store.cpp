@@ -612,6 +612,7 @@ asio::awaitable<boost::system::result<std::vector<cursor_row>>> state_store::loa
     if (auto w = res->optional_value(r, 3)) c.window_snapshot = std::move(*w);
     c.window_after = to_int64(res->value(r, 4));
     c.tenant_id = std::string(res->value(r, 5));
+    if (auto routing = res->optional_value(r, 6)) c.routing = std::move(*routing);
     out.push_back(std::move(c));
   }
   co_return out;

@@ -102,6 +102,7 @@ struct cursor_row {
   std::optional<std::string> window_snapshot;
   std::int64_t window_after = 0;
   std::string tenant_id;
+  std::optional<std::string> routing;  ///< JSON (relay/core/routing_epoch.hpp); none: NULL
 };
 
 /// A page of the outbox rows a cursor owes (sql/statements/cursor_page.sql).

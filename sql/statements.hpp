@@ -16,7 +16,7 @@ extern const std::string_view publish_events;      ///< $1 jsonb outbox rows
 extern const std::string_view record_progress;     ///< $1 slot, $2 system id, $3 LSN, $4 snapshot or NULL, $5 timeline
 extern const std::string_view await_removal;            ///< $1 endpoint id or NULL
 extern const std::string_view forget_removed_endpoint;  ///< $1 endpoint id or NULL, $2 xid (32-bit)
-extern const std::string_view write_cursor;   ///< $1 endpoint, $2 covered, $3 also, $4 window or NULL, $5 after, $6 reason, $7 drained, $8 tenant
+extern const std::string_view write_cursor;   ///< $1 endpoint, $2 covered, $3 also, $4 window or NULL, $5 after, $6 reason, $7 drained, $8 tenant, $9 routing or NULL
 extern const std::string_view delete_cursor;  ///< $1 endpoint
 
 // Claims and reads of the state store's reader connection.
@@ -40,7 +40,7 @@ extern const std::string_view load_health;             ///< → endpoint_health 
 extern const std::string_view load_endpoints;          ///< $1/$2 shard → endpoints rows
 extern const std::string_view oldest_pending;          ///< → (endpoint id, seconds)
 extern const std::string_view slot_health;             ///< $1 slot → (wal_status, safe_wal_size, retained bytes)
-extern const std::string_view load_cursors;            ///< $1/$2 shard → (endpoint, covered, also, window, after)
+extern const std::string_view load_cursors;            ///< $1/$2 shard → (endpoint, covered, also, window, after, tenant, routing)
 extern const std::string_view stale_cursors;           ///< $1 hours → endpoint ids
 extern const std::string_view give_up_cursor;          ///< $1 endpoint, $2 tenant, $3 covered, $4 also, $5 reason → (covered, events, id)
 extern const std::string_view cursor_page;             ///< $1 tenant, $2 covered, $3 also, $4 window, $5 after, $6 limit, $7 endpoint → rows

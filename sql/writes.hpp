@@ -142,6 +142,8 @@ struct cursor_write {
   std::string reason;
   std::int64_t drained = 0;  ///< deliveries read back from the outbox since the last write
   std::string tenant_id;     ///< the endpoint's: a cursor belongs to the endpoint of this id and tenant
+  /// The routing the endpoint had before changes (JSON, relay/core/routing_epoch.hpp); none: NULL.
+  std::optional<std::string> routing;
   bool operator==(const cursor_write&) const = default;
 };
 

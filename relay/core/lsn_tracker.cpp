@@ -15,6 +15,17 @@ lsn_tracker::txn* lsn_tracker::find(ticket t) {
   return &txns_[t - first_];
 }
 
+const lsn_tracker::txn* lsn_tracker::find(ticket t) const {
+  if (t < first_ || t >= first_ + txns_.size()) return nullptr;
+  return &txns_[t - first_];
+}
+
+bool lsn_tracker::settled(ticket t) const {
+  if (t & detached_bit) return true;
+  const txn* x = find(t);
+  return !x || (x->committed && x->outstanding == 0);
+}
+
 void lsn_tracker::hold(ticket t) {
   if (t & detached_bit) {
     if (auto it = detached_.find(t); it != detached_.end()) ++it->second;

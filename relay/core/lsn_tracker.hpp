@@ -56,6 +56,9 @@ class lsn_tracker {
   std::size_t open_transactions() const { return txns_.size(); }
   /// Ticket of the oldest transaction not yet confirmable, 0 if none.
   ticket oldest_open() const { return txns_.empty() ? 0 : first_; }
+  /// The (stream) transaction is committed with no delivery outstanding, or no longer open: no
+  /// delivery of it is, or can still be, held.
+  bool settled(ticket t) const;
   /// Deliveries held across all open transactions.
   std::uint64_t held() const { return held_; }
 
@@ -66,6 +69,7 @@ class lsn_tracker {
     bool committed = false;
   };
   txn* find(ticket t);
+  const txn* find(ticket t) const;
   void advance();
   static constexpr ticket detached_bit = ticket{1} << 63;
 

@@ -131,8 +131,9 @@ condition condition_of(const std::string& path, std::string_view name, dom::elem
     }
     case op::negate: {
       dom::object inner;
-      if (v.get_object().get(inner) || depth > 4)
+      if (v.get_object().get(inner))
         throw compile_error{fmt::format("{}: $not needs an object of operators, e.g. {{\"$in\": [1, 2]}}", path)};
+      if (depth > 4) throw compile_error{fmt::format("{}: $not nested more than 5 deep", path)};
       c.inner = operators_of(path, inner, depth + 1);
       break;
     }

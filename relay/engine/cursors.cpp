@@ -80,6 +80,7 @@ bool outbox_cursors::covers(const state& s, std::uint32_t xid) const {
 void outbox_cursors::take(state& s, delivery::job& j) {
   ++stats_.skipped;
   if (j.ticket == 0) return;
+  for (auto& id : deliveries_.handled_of(j.ticket, j.endpoint_id)) s.sent.insert(std::move(id));
   if (s.durable) {
     tracker_.release(j.ticket);
   } else {
@@ -233,6 +234,7 @@ void outbox_cursors::write_cursor(std::int64_t endpoint_id, state& s) {
   w.reason = s.reason;
   w.drained = static_cast<std::int64_t>(s.drained_unwritten);
   w.tenant_id = s.tenant_id;
+  if (!s.epochs.empty()) w.routing = routing_epochs_json(s.epochs);
   s.drained_unwritten = 0;
   s.dirty = false;
   s.last_write = clock_.steady_now();
@@ -264,6 +266,8 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
     if (key_col < page.columns.size() && page.rows[k][key_col]) newest[*page.rows[k][key_col]] = k;
   std::size_t rows = 0;
   const endpoint* ep = directory_.find(endpoint_id);
+  const auto& s = states_.at(endpoint_id);
+  const auto& sent = s.sent;
   for (std::size_t k = 0; k < page.rows.size(); ++k) {
     const auto& row = page.rows[k];
     if (!row[2]) continue;  // the one row of an empty page
@@ -274,19 +278,10 @@ std::size_t outbox_cursors::submit_page(std::int64_t endpoint_id, const sql::tex
     std::string why;
     // No commit LSN: a state read back wins over an older one pending in the table (merge).
     auto ev = event_from_row(row_view(rel, tuple), lsn{}, why);
-    if (!ev || !ep) continue;
+    if (!ev || !ep || sent.contains(ev->id)) continue;  // handled by the stream already
     const auto xid8 = row[3] ? std::stoull(*row[3]) : 0;
     const auto body = why.empty() ? std::optional<std::string_view>(ev->body) : std::nullopt;  // as the stream routes
-    endpoint_directory::filtering filtering;
-    const auto routes =
-        directory_.route(ev->tenant_id, ev->type, ev->endpoint_id, static_cast<std::uint32_t>(xid8), body, &filtering);
-    bool routed = std::find(routes.begin(), routes.end(), endpoint_id) != routes.end();
-    for (const auto& [id, reason] : filtering.unreadable)
-      if (id == endpoint_id) {  // as the stream does: dead with the reason
-        routed = true;
-        why = reason;
-      }
-    if (!routed) continue;
+    if (!owed(s, endpoint_id, *ev, static_cast<std::uint32_t>(xid8), body, why)) continue;
     ev->seq = w.last_seq;
     delivery::job j;
     j.ev = deliveries_.track(std::move(*ev));
@@ -337,6 +332,7 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
   const bool may_rejoin = s.small_last && !s.window_snapshot && s.open.empty();
   holding_ = may_rejoin;
   s.skipped_while_reading = 0;
+  const auto asked_at = clock_.steady_now();  // the page's snapshot is taken after this
   auto page = co_await store_.cursor_page(q);
   holding_ = false;
   auto it = states_.find(endpoint_id);
@@ -354,7 +350,7 @@ asio::awaitable<void> outbox_cursors::read_window(std::int64_t endpoint_id, std:
   w.snapshot = *snap;
   w.insert_lsn = lsn::parse(first[1].value_or("")).value_or(lsn{});
   w.ticket = tracker_.begin_detached();
-  w.read_at = clock_.steady_now();
+  w.read_at = asked_at;
   const std::size_t rows = submit_page(endpoint_id, *page, w);
   ++stats_.windows;
   stats_.drained += w.deliveries;
@@ -414,6 +410,8 @@ void outbox_cursors::finish_pages(state& s) {
       s.window_after = w.last_seq;
       s.small_last = false;
     } else {  // the window is done: its snapshot is covered
+      // It was taken after these changes: it shows every transaction they hold.
+      std::erase_if(s.epochs, [&](const routing_epoch& e) { return e.noted_at < w.read_at; });
       s.covered_at = w.read_at;
       s.covered = w.snapshot;
       s.covered_text = w.snapshot_text;
@@ -484,6 +482,7 @@ asio::awaitable<void> outbox_cursors::give_up_stale() {
     s->covered = *snap;
     s->covered_text = moved->first;
     s->also.clear();
+    s->epochs.clear();  // what they held ended dead
     s->window_snapshot.reset();
     s->window_text.clear();
     s->window_after = 0;
@@ -510,11 +509,16 @@ asio::awaitable<error_code> outbox_cursors::start_session(const std::optional<st
     auto also = parse_xid_array(r.also);
     std::optional<pg_snapshot> window;
     if (r.window_snapshot) window = pg_snapshot::parse(*r.window_snapshot);
-    if (!covered || !also || (r.window_snapshot && !window)) {
-      log::error("cursor.unreadable", {{"endpoint_id", r.endpoint_id}, {"covered", r.covered}});
+    std::string why;
+    auto epochs = r.routing ? parse_routing_epochs(*r.routing, &why)
+                            : boost::system::result<std::vector<routing_epoch>>(std::vector<routing_epoch>{});
+    if (!covered || !also || (r.window_snapshot && !window) || !epochs) {
+      log::error("cursor.unreadable", {{"endpoint_id", r.endpoint_id}, {"covered", r.covered}, {"error", why}});
       continue;
     }
     state s;
+    s.epochs = std::move(*epochs);
+    for (auto& e : s.epochs) e.noted_at = clock_.steady_now();
     s.ph = phase::following;
     s.durable = true;
     s.write_issued = true;

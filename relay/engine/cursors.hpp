@@ -27,6 +27,7 @@
 #include "delivery/job.hpp"
 #include "delivery/policy.hpp"
 #include "relay/core/lsn_tracker.hpp"
+#include "relay/core/routing_epoch.hpp"
 #include "relay/core/snapshot.hpp"
 #include "relay/engine/dispatcher.hpp"
 
@@ -83,6 +84,9 @@ class outbox_cursors {
   /// "" if of several, nullptr if it inserted none), or a keepalive outside a transaction.
   void streamed(std::uint32_t xid, const std::string* tenant, lsn end);
 
+  /// skips(), follow() and handled(), for the dispatcher (dispatcher::set_cursor_hooks).
+  dispatcher::cursor_hooks hooks();
+
   /// A new delivery from the stream: taken (its ticket released, or held until the cursor is
   /// durable) if its endpoint follows the outbox, or is rejoining and the final window covers it.
   bool skips(delivery::job& j);
@@ -90,6 +94,15 @@ class outbox_cursors {
   /// if its endpoint follows (or can start to follow) the outbox and its transaction is not
   /// covered already. A drained one is taken only back into its open window.
   follow_result follow(delivery::job& j, std::string_view reason);
+
+  /// A stream delivery of the endpoint was handled (delivered, merged away or written): if the
+  /// endpoint's cursor owes its transaction, reading it back skips this event.
+  void handled(std::int64_t endpoint_id, const delivery::event& ev);
+
+  /// The endpoint's event types or filter changed in the stream (`before`: as it was): if it
+  /// follows the outbox, the transactions committed before the change that its cursor owes are
+  /// read back under `before`'s routing, as the stream would have routed them.
+  void routing_changed(const endpoint& before);
 
   /// A rejoin's final page is being read: reading the slot waits (one query).
   bool holds_stream() const { return holding_; }
@@ -161,6 +174,13 @@ class outbox_cursors {
     lsn rejoin_until;
     bool deleted = false;  ///< rejoined: the row's delete is durable
     std::uint64_t skipped_while_reading = 0;  ///< stream deliveries skipped while a page was read
+    /// Events of transactions it owes that the stream handled for the endpoint before the rest
+    /// was taken (one transaction, part sent): read back, they are not sent again. In memory
+    /// only: after a crash they are (duplicates, never a gap).
+    std::unordered_set<std::string> sent;
+    /// The routing before each change streamed while it followed the outbox, oldest first: a
+    /// transaction the first one holds is routed with it (relay/core/routing_epoch.hpp).
+    std::vector<routing_epoch> epochs;
   };
 
   bool covers(const state& s, std::uint32_t xid) const;
@@ -173,6 +193,10 @@ class outbox_cursors {
   /// The page's rows routed to the endpoint become its deliveries, holding the window's ticket.
   /// Returns the rows read (routed or not).
   std::size_t submit_page(std::int64_t endpoint_id, const sql::text_rows& page, window& w);
+  /// Whether the event read back (of transaction `xid`) is the endpoint's: as routed when it
+  /// committed (an epoch of `s` holding it), else as routed now. `why`: a body the filter cannot read.
+  bool owed(const state& s, std::int64_t endpoint_id, const delivery::event& ev, std::uint32_t xid,
+            std::optional<std::string_view> body, std::string& why) const;
   void finish_window(std::int64_t endpoint_id, state& s);
   /// The pages done in order: the cursor moves past them (or, after a delivery went back, to just
   /// before it once every page is done).

@@ -63,8 +63,27 @@ dispatcher::~dispatcher() = default;
 void dispatcher::release(job& j) {
   if (j.ticket == 0) return;
   tracker_.release(j.ticket);
+  if (j.ev && !j.drained) note_handled(j.ticket, j.endpoint_id, *j.ev);
   j.ticket = 0;
   if (hooks_.released) hooks_.released();
+}
+
+void dispatcher::note_handled(lsn_tracker::ticket t, std::int64_t endpoint_id, const delivery::event& ev) {
+  if (t == 0 || lsn_tracker::is_detached(t) || ev.xid == 0) return;
+  if (cursor_hooks_.handled) cursor_hooks_.handled(endpoint_id, ev);
+  const auto oldest = tracker_.oldest_open();  // tickets grow: older ones are done
+  while (!handled_open_.empty() && (oldest == 0 || handled_open_.begin()->first < oldest))
+    handled_open_.erase(handled_open_.begin());
+  // (Before its Commit, more of the transaction may still come: the first may be done already.)
+  if (!tracker_.settled(t)) handled_open_[t].emplace_back(endpoint_id, ev.id);
+}
+
+std::vector<std::string> dispatcher::handled_of(lsn_tracker::ticket t, std::int64_t endpoint_id) const {
+  std::vector<std::string> out;
+  if (auto it = handled_open_.find(t); it != handled_open_.end())
+    for (const auto& [id, event_id] : it->second)
+      if (id == endpoint_id) out.push_back(event_id);
+  return out;
 }
 
 void dispatcher::queue(job j) {
@@ -107,9 +126,11 @@ void dispatcher::write(job j, sql::delivery_outcome record) {
     if (const endpoint* ep = directory_.find(j.endpoint_id); ep && !ep->retired)
       dead_notices = notifier_.dead(*ep, j.ev->id, record, is_notification_type(j.ev->type), clock_.steady_now());
   }
-  auto durable = [this, ticket = j.ticket, id = j.endpoint_id, pending, owned, key = key_of(j)] {
+  auto stream_ev = j.ticket && !j.drained ? j.ev : nullptr;
+  auto durable = [this, ticket = j.ticket, id = j.endpoint_id, pending, owned, key = key_of(j), stream_ev] {
     if (ticket) {
       tracker_.release(ticket);
+      if (stream_ev) note_handled(ticket, id, *stream_ev);
       if (hooks_.released) hooks_.released();
     }
     if (owned) disown(key);

@@ -95,10 +95,12 @@ class dispatcher {
 
   /// The outbox cursors' side (relay/engine/cursors.hpp), set once by the engine: `skips` takes a
   /// new stream delivery of an endpoint that follows the outbox; `follow` is offered each
-  /// delivery that would be written pending for a reason of its endpoint's.
+  /// delivery that would be written pending for a reason of its endpoint's; `handled` is told of
+  /// each stream delivery handled (delivered, merged away, or durable in walhook.deliveries).
   struct cursor_hooks {
     std::function<bool(delivery::job&)> skips;
     std::function<follow_result(delivery::job&, std::string_view)> follow;
+    std::function<void(std::int64_t endpoint_id, const delivery::event&)> handled;
   };
 
   dispatcher(boost::asio::any_io_executor ex, dispatcher_options options, endpoint_directory& directory,
@@ -122,6 +124,10 @@ class dispatcher {
   /// A delivery read back by an outbox cursor (j.drained, holding its window's ticket): admitted
   /// in memory; one its endpoint cannot take now goes back to the cursor.
   void submit_drained(delivery::job j);
+  /// Ids of the events of stream transaction `t` whose deliveries to the endpoint were handled
+  /// while others of the transaction were still outstanding: an outbox cursor that takes the
+  /// rest reads the whole transaction back, and skips these (else they would be sent twice).
+  std::vector<std::string> handled_of(lsn_tracker::ticket t, std::int64_t endpoint_id) const;
   /// The commit LSNs and xids of the endpoint's stream deliveries in flight (not yet handled).
   std::vector<std::pair<std::uint32_t, lsn>> in_flight_stream(std::int64_t endpoint_id) const;
   /// How many deliveries a cursor may read back for the endpoint now (its capacity over the
@@ -207,6 +213,9 @@ class dispatcher {
   void queue(delivery::job j);
   void write(delivery::job j, sql::delivery_outcome record);
   void release(delivery::job& j);
+  /// A stream delivery's ticket `t` went (released): the cursors are told, and it is kept while
+  /// its transaction has other deliveries outstanding (handled_of()).
+  void note_handled(lsn_tracker::ticket t, std::int64_t endpoint_id, const delivery::event& ev);
   /// The endpoint's queue leaves memory: to its outbox cursor if `follow` (a reason of the
   /// endpoint's) and it takes them, else written pending.
   void spill_queue(std::int64_t endpoint_id, std::optional<sys_time> next_at, std::string reason, bool follow = true);
@@ -270,6 +279,8 @@ class dispatcher {
   std::uint64_t next_attempt_id_ = 1;
   std::uint64_t session_ = 0;  ///< counts end_session(): an attempt of an earlier one is abandoned
   std::unordered_map<std::uint64_t, std::shared_ptr<running>> running_;
+  /// Open stream transactions → (endpoint, event id) of deliveries handled (note_handled()).
+  std::map<lsn_tracker::ticket, std::vector<std::pair<std::int64_t, std::string>>> handled_open_;
   std::unordered_map<std::int64_t, steady_time> last_started_;  ///< per endpoint, its latest attempt's start
   /// Wakes to repeat (endpoint → when, and how many are left): a wake read from the stream can
   /// arrive a moment before the transaction that made its rows pending is visible to the claim

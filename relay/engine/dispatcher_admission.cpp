@@ -45,9 +45,12 @@ bool dispatcher::try_follow(job& j, std::string_view reason) {
   if (!j.drained && (j.ev->xid == 0 || j.ticket == 0)) return false;
   const auto r = cursor_hooks_.follow(j, reason);
   if (r == follow_result::refused) return false;
+  const auto now = clock_.system_now();
   if (r == follow_result::entered) {  // what it has queued follows the cursor too (or goes to the table)
-    const auto now = clock_.system_now();
     for (auto& q : sched_.drain(j.endpoint_id))
+      if (!try_follow(q, reason)) spill(q, spill_record(q, now));
+  } else if (j.drained) {  // its window is read again from it: what came after it goes back too
+    for (auto& q : sched_.take_drained_after(j.endpoint_id, j.ev->seq))
       if (!try_follow(q, reason)) spill(q, spill_record(q, now));
   }
   return true;

@@ -67,11 +67,11 @@ struct engine::impl {
         background(ex),
         backoff_timer(ex),
         finish_timer(ex) {
-    deliveries.set_cursor_hooks({[this](delivery::job& j) { return cursors.skips(j); },
-                                 [this](delivery::job& j, std::string_view reason) { return cursors.follow(j, reason); }});
+    deliveries.set_cursor_hooks(cursors.hooks());
     cursors.allow_entering(options.outbox_cursors);
     cursors.give_up_after(options.give_up_after);
     cursors.retry_policy(options.dispatch.outcomes.retry);
+    handler.on_routing_changed([this](const endpoint& before) { cursors.routing_changed(before); });
     handler.on_streamed([this](std::uint32_t xid, const std::string* tenant, lsn end) { cursors.streamed(xid, tenant, end); });
   }
 

@@ -97,7 +97,13 @@ void stream_handler::apply_endpoint(const row_view& row, const row_view* old_row
   bool news = !previous || previous->status != e->status || previous->url != e->url;
   log::emit(news ? log::level::info : log::level::debug, "endpoint.updated",
             {{"endpoint_id", e->id}, {"tenant_id", e->tenant_id}, {"status", std::string(to_string(e->status))}});
+  // Events committed before this change were routed with what it had: its outbox cursor keeps that.
+  std::optional<endpoint> before;
+  if (previous && routing_changed_ && previous->tenant_id == e->tenant_id &&
+      (previous->event_types != e->event_types || previous->policies.filter != e->policies.filter))
+    before = *previous;
   deliveries_.endpoint_changed(directory_.apply(std::move(*e)));
+  if (before) routing_changed_(*before);
 }
 
 void stream_handler::remove_endpoint(const row_view& row) {

@@ -47,6 +47,8 @@ class stream_handler {
   /// inserted none), its end LSN — and at each keepalive outside a transaction (xid 0, nullptr,
   /// the keepalive's position): the outbox cursors' record of what was streamed.
   void on_streamed(std::function<void(std::uint32_t, const std::string*, lsn)> f) { streamed_ = std::move(f); }
+  /// An endpoint's event types or filter changed (an Update of walhook.endpoints); `before`: as it was.
+  void on_routing_changed(std::function<void(const endpoint& before)> f) { routing_changed_ = std::move(f); }
 
   /// Between a Begin and its Commit.
   bool in_transaction() const { return current_ticket_ != 0; }
@@ -85,6 +87,7 @@ class stream_handler {
   /// counts only together with its own change of that row (which the application cannot write).
   std::vector<std::int64_t> changed_endpoints_;
   std::function<void(std::uint32_t, const std::string*, lsn)> streamed_;
+  std::function<void(const endpoint&)> routing_changed_;
   std::uint64_t events_ = 0;
   std::uint64_t malformed_rows_ = 0;
   std::deque<std::pair<lsn_tracker::ticket, std::chrono::steady_clock::time_point>> open_since_;

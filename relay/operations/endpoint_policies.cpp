@@ -62,6 +62,8 @@ void check(const endpoint_policies& p) {
   if (p.secret_headers) parsed_headers(*p.secret_headers, "--header-secret");
   if (p.filter && *p.filter) {
     std::string why;
+    // PostgreSQL text holds no NUL (a JSON "\u0000" decoded by the admin API would be one).
+    if ((*p.filter)->find('\0') != std::string::npos) throw invalid_input("--filter: a NUL character cannot be stored");
     if (!payload_filter::compile(**p.filter, &why)) throw invalid_input("--filter: " + why);
   }
   if (p.max_rate && *p.max_rate && !delivery::parse_rate(**p.max_rate))

@@ -15,7 +15,7 @@ owed AS (
   RETURNING id
 ), moved AS (
   UPDATE walhook.endpoint_cursors c
-     SET covered = now_snap.r, also = '{}', window_snapshot = NULL, window_after = 0, covered_at = now(), updated_at = now()
+     SET covered = now_snap.r, also = '{}', window_snapshot = NULL, window_after = 0, routing = NULL, covered_at = now(), updated_at = now()
     FROM now_snap
    WHERE c.endpoint_id = $1::bigint AND c.tenant_id = $2::text
   RETURNING 1

@@ -13,8 +13,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
+#include <thread>
 
 using namespace walhook;
 using namespace std::chrono_literals;
@@ -207,6 +209,91 @@ TEST_CASE("rate: --max-rate 20/s keeps the attempts under 20 in any second, meas
   // 90 at 20/s: the first 20 at once, the rest at 20 per second after it — at least 3.5 s.
   CHECK(at.back() - at.front() >= 3'400'000);
   CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("rate: a limited endpoint whose deliveries wait too long follows the outbox and gets each event once") {
+  // 120 events at 10/s wait ~12 s; past --max-wait-ms the waiting ones leave memory (the endpoint
+  // follows the outbox) and are read back at the endpoint's pace — a page read back waits behind
+  // the limit too. Each event arrives once (a page going back into its window used to re-send
+  // the deliveries queued behind the one that went back).
+  setup s("policies_rate_follow");
+  auto walhook = s.start_walhook({"--max-wait-ms", "400"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  s.add("/slow", {"--max-rate", "10/s", "--max-concurrency", "4"});
+  constexpr int events = 120;
+  for (int i = 0; i < events; ++i) s.publish("acme", "tick", fmt::format(R"({{"i": {}}})", i));
+  auto unique = [&] {
+    std::set<std::string> ids;
+    for (const auto& r : s.received("/slow")) ids.insert(r.webhook_id);
+    return ids.size();
+  };
+  REQUIRE_MESSAGE(test::eventually([&] { return unique() == events; }, 90s), walhook.log_tail());
+  std::this_thread::sleep_for(1500ms);  // a re-sent one would come at the rate: 10 per second
+  CHECK(s.received("/slow").size() == events);
+  CHECK(walhook.log().find("endpoint.following_outbox") != std::string::npos);  // the path under test was taken
+
+  // One transaction of 30 events: the first few go at once (the burst), the rest wait too long
+  // and follow the outbox. The cursor reads the transaction back; what was sent is not sent again.
+  s.db.exec("SELECT walhook.publish('acme', 'batch', jsonb_build_object('i', i)) FROM generate_series(1, 30) AS i");
+  REQUIRE_MESSAGE(test::eventually([&] { return unique() == events + 30; }, 90s), walhook.log_tail());
+  std::this_thread::sleep_for(1500ms);
+  std::map<std::string, int> times;
+  for (const auto& r : s.received("/slow")) ++times[r.body];
+  std::string twice;
+  for (const auto& [body, n] : times)
+    if (n > 1) {
+      twice += fmt::format("{} ×{}\n", body, n);
+      for (const auto& r : s.received("/slow", 0))
+        if (r.body == body) twice += fmt::format("  at {} status {} concurrent {}\n", r.received_at_us, r.status, r.concurrent);
+    }
+  INFO("sent more than once:\n", twice);
+  CHECK(s.received("/slow").size() == events + 30);
+  CHECK(walhook.stop() == 0);
+}
+
+TEST_CASE("filter changed while the endpoint follows the outbox: events committed before the change are routed as then, across a restart") {
+  // The stream routes an event with the filter its endpoint has when the event commits. A paused
+  // endpoint follows the outbox and has its events routed when read back; a filter changed
+  // meanwhile must not decide for the events committed before it (they used to go unsent).
+  setup s("policies_filter_change");
+  auto walhook = s.start_walhook();
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  const long long id = s.add("/f", {"--filter", R"({"data.kind": "a"})"});
+  const pg::params ep{std::to_string(id)};
+  REQUIRE(s.cli({"endpoint", "pause", std::to_string(id)}) == 0);
+  std::set<std::string> expected;
+  for (int i = 0; i < 8; ++i) {
+    expected.insert(s.publish("acme", "t", fmt::format(R"({{"kind": "a", "i": {}}})", i)));
+    s.publish("acme", "t", fmt::format(R"({{"kind": "b", "i": {}}})", i));  // the filter then: not routed
+  }
+  const std::string cursor = "SELECT count(*) FROM walhook.endpoint_cursors WHERE endpoint_id = $1";
+  REQUIRE_MESSAGE(test::eventually([&] { return s.value(cursor, ep) == "1"; }, 20s), walhook.log_tail());
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(id), "--filter", R"({"data.kind": "b"})"}) == 0);
+  // The cursor keeps the old routing, durably.
+  const std::string kept = "SELECT routing->0->>'filter' FROM walhook.endpoint_cursors WHERE endpoint_id = $1";
+  REQUIRE_MESSAGE(test::eventually([&] { return s.value(kept, ep) == R"({"data.kind": "a"})"; }, 20s),
+                  walhook.log_tail());
+  for (int i = 0; i < 4; ++i) {
+    s.publish("acme", "t", fmt::format(R"({{"kind": "a", "after": {}}})", i));  // the filter now: not routed
+    expected.insert(s.publish("acme", "t", fmt::format(R"({{"kind": "b", "after": {}}})", i)));
+  }
+  // A restart in between: the routing before the change comes back from the cursor's row.
+  REQUIRE(walhook.stop() == 0);
+  auto again = s.start_walhook({}, "walhook (restarted)");
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  REQUIRE(s.cli({"endpoint", "resume", std::to_string(id)}) == 0);
+  auto got = [&] {
+    std::set<std::string> ids;
+    for (const auto& r : s.received("/f")) ids.insert(r.webhook_id);
+    return ids;
+  };
+  REQUIRE_MESSAGE(test::eventually([&] { return got().size() >= expected.size(); }, 30s), again.log_tail());
+  std::this_thread::sleep_for(1s);  // nothing more comes
+  CHECK(got() == expected);
+  CHECK(s.received("/f").size() == expected.size());
+  // The cursor is gone once the endpoint is back on the stream, and its routing with it.
+  CHECK(test::eventually([&] { return s.value(cursor, ep) == "0"; }, 20s));
+  CHECK(again.stop() == 0);
 }
 
 TEST_CASE("replay by filter: a dry run counts first, then only the matching dead letters go again (CLI and API)") {

@@ -596,6 +596,29 @@ TEST_CASE("scheduler: take_waiting_since keeps the jobs of endpoints that wait f
   CHECK(ids(s.take_waiting_since(t0 + seconds{10})) == "b1");
 }
 
+TEST_CASE("scheduler: jobs read back by an outbox cursor are not taken for waiting; those after one that went back are") {
+  scheduler s;
+  s.configure(1, 1, false);
+  auto drained = [](std::string id, std::int64_t seq) {
+    auto j = make_job(1, std::move(id));
+    auto ev = std::make_shared<event>(*j.ev);
+    ev->seq = seq;
+    j.ev = std::move(ev);
+    j.drained = true;
+    return with_ticket(std::move(j), (std::uint64_t{1} << 63) + 1, t0);  // a window's (detached) ticket
+  };
+  push_queued(s, drained("d10", 10));
+  push_queued(s, drained("d11", 11));
+  push_queued(s, drained("d12", 12));
+  push_queued(s, with_ticket(make_job(1, "stream"), 7, t0));
+  // Past the wait bound, only the stream's job goes: the window's wait for the endpoint's turn.
+  CHECK(ids(s.take_waiting_since(t0 + seconds{10})) == "stream");
+  // d10 went back to its window, which is read again from it: d11 and d12 go back too.
+  CHECK(ids(s.take_drained_after(1, 10)) == "d11 d12");
+  CHECK(s.queued(1) == 1);
+  CHECK(s.take_drained_after(2, 0).empty());
+}
+
 TEST_CASE("scheduler: take_waiting_since returns only queued jobs holding a ticket, older than the cutoff") {
   scheduler s;
   s.configure(1, 1, false);

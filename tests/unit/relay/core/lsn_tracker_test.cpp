@@ -19,6 +19,25 @@ std::uint64_t confirmed(const lsn_tracker& t) { return t.confirmable().value(); 
 
 }  // namespace
 
+TEST_CASE("lsn_tracker: settled — committed with nothing held (or gone); before its Commit a transaction may hold more") {
+  lsn_tracker t;
+  auto a = t.begin();
+  t.hold(a);
+  t.release(a);
+  CHECK_FALSE(t.settled(a));  // its Commit has not come: more deliveries of it may
+  t.hold(a);
+  t.commit(a, lsn{100});
+  CHECK_FALSE(t.settled(a));  // one still held
+  auto b = t.begin();
+  t.hold(b);
+  t.commit(b, lsn{200});
+  t.release(b);
+  CHECK(t.settled(b));  // committed, nothing held — though a, before it, is not done
+  t.release(a);
+  CHECK(t.settled(a));  // and gone
+  CHECK(t.settled(t.begin_detached()));
+}
+
 TEST_CASE("lsn_tracker: nothing is confirmable at first (never 0 as a real position)") {
   lsn_tracker t;
   CHECK(confirmed(t) == 0);

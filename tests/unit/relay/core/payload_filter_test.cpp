@@ -122,6 +122,9 @@ TEST_CASE("payload filter: what is refused, and why") {
   CHECK(refusal(R"({"data.x": {"$in": [[1]]}})").find("items of $in") != std::string::npos);
   CHECK(refusal(R"({"data.x": {"$exists": 1}})").find("$exists needs true or false") != std::string::npos);
   CHECK(refusal(R"({"data.x": {"$not": 1}})").find("$not needs an object") != std::string::npos);
+  CHECK(payload_filter::compile(R"({"data.x": {"$not": {"$not": {"$not": {"$not": {"$not": {"$eq": 1}}}}}}})").has_value());
+  CHECK(refusal(R"({"data.x": {"$not": {"$not": {"$not": {"$not": {"$not": {"$not": {"$eq": 1}}}}}}}})")
+            .find("$not nested more than 5 deep") != std::string::npos);
   CHECK(refusal(R"({"data.x": [1, 2]})").find("$in") != std::string::npos);
   CHECK(refusal(R"({"data..x": 1})").find("empty path segment") != std::string::npos);
   CHECK(refusal(R"({"$or": []})").find("operators go under a path") != std::string::npos);

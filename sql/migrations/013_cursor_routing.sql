@@ -1,0 +1,11 @@
+-- walhook schema, version 13: an outbox cursor keeps the routing its endpoint had before a change.
+--
+-- The stream routes an event with the event types and filter its endpoint has when the event
+-- commits. An endpoint that follows the outbox by cursor has its events routed when they are read
+-- back; when its event types or filter change meanwhile, the events committed before the change
+-- must still be routed as they were (docs/endpoint-policies.md, "Changing a filter"). `routing`
+-- holds, oldest first, each routing the endpoint had before a change with the transactions that
+-- committed before it (relay/core/routing_epoch.hpp):
+--   [{"event_types": [..] | null, "filter": "<text>" | null, "before": "<pg_snapshot>", "before_also": [xid8, ..]}]
+-- NULL: none. Written with the cursor by walhook's relay only; the admin role reads it.
+ALTER TABLE walhook.endpoint_cursors ADD COLUMN routing jsonb;
