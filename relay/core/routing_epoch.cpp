@@ -28,6 +28,18 @@ bool routing_epoch::holds(std::uint32_t xid) const {
   return before.visible(wide) || std::binary_search(before_also.begin(), before_also.end(), wide);
 }
 
+bool routing_epoch::shown_by(const pg_snapshot& s) const {
+  for (auto x : before_also)
+    if (!s.visible(x)) return false;
+  // Every id below s.xmin had ended when `s` was taken (visible in it); from there up to
+  // before.xmax, each one `before` shows must be shown by `s` too.
+  if (before.xmax <= s.xmin) return true;
+  if (before.xmax - s.xmin > 1'000'000) return false;
+  for (std::uint64_t x = s.xmin; x < before.xmax; ++x)
+    if (before.visible(x) && !s.visible(x)) return false;
+  return true;
+}
+
 bool routing_epoch::routes(std::string_view event_type, std::optional<std::string_view> body, std::string* why) const {
   if (event_types && std::find(event_types->begin(), event_types->end(), event_type) == event_types->end()) return false;
   if (!filter || !body) return true;

@@ -13,7 +13,6 @@
 #include "relay/core/payload_filter.hpp"
 #include "relay/core/snapshot.hpp"
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,15 +30,16 @@ struct routing_epoch {
   pg_snapshot before;
   std::string before_text;                ///< `before` as pg_snapshot text
   std::vector<std::uint64_t> before_also;  ///< sorted xid8
-  /// When walhook learned of the change (steady clock; not stored): a snapshot taken after it
-  /// shows every transaction it holds.
-  std::chrono::steady_clock::time_point noted_at{};
 
   /// The event types and filter of `e` (as it was), for the transactions `before` and `also` show.
   static routing_epoch of(const endpoint& e, const pg_snapshot& before, std::string before_text,
                           std::vector<std::uint64_t> also);
   /// Whether the transaction `xid` (32-bit) committed before the change.
   bool holds(std::uint32_t xid) const;
+  /// Whether every transaction it holds is visible in `s` (a later snapshot that shows them all:
+  /// a cursor covering `s` owes none of them, so the epoch can go). Conservative: false when
+  /// that would take more than a million ids to tell.
+  bool shown_by(const pg_snapshot& s) const;
   /// Whether an event of `event_type` with webhook body `body` was routed to the endpoint then
   /// (no body: an outbox row that cannot become one, routed by type alone, as the stream does).
   /// A body the filter cannot read (payload_filter::result::unreadable) is routed, with `why`

@@ -44,10 +44,17 @@ bool outbox_cursors::owed(const state& s, std::int64_t endpoint_id, const delive
   return routed;
 }
 
+std::vector<routing_epoch> outbox_cursors::take_recent_routing(std::int64_t endpoint_id) {
+  auto it = recent_routing_.find(endpoint_id);
+  if (it == recent_routing_.end()) return {};
+  auto out = std::move(it->second);
+  recent_routing_.erase(it);
+  return out;
+}
+
 void outbox_cursors::routing_changed(const endpoint& before) {
   auto* found = find(before.id);
-  if (!found || found->ph == phase::rejoined) return;  // a rejoin's last window was read already
-  auto& s = *found;
+  if (found && found->ph == phase::rejoined) return;  // a rejoin's last window was read already
   // The transactions committed before the change: those a snapshot recorded before the last
   // streamed Commit shows, and the tenant's streamed since.
   auto text = recovery_.snapshot_before(streamed_until_);
@@ -61,7 +68,18 @@ void outbox_cursors::routing_changed(const endpoint& before) {
   for (const auto& [xid, tenant] : streamed_)
     if ((tenant.empty() || tenant == before.tenant_id) && !snap->visible(snap->widen(xid))) also.push_back(snap->widen(xid));
   auto epoch = routing_epoch::of(before, *snap, *text, std::move(also));
-  epoch.noted_at = clock_.steady_now();
+  if (!found) {
+    // No cursor yet: its deliveries in memory were routed with `before`. Kept until the delivered
+    // snapshot shows them all handled, for a cursor it may enter meanwhile.
+    auto& recent = recent_routing_[before.id];
+    if (const auto& d = recovery_.last_delivered())
+      if (auto delivered = pg_snapshot::parse(*d))
+        std::erase_if(recent, [&](const routing_epoch& e) { return e.shown_by(*delivered); });
+    if (recent.size() >= 16) recent.erase(recent.begin());  // bounded: the oldest have long been handled
+    recent.push_back(std::move(epoch));
+    return;
+  }
+  auto& s = *found;
   s.epochs.push_back(std::move(epoch));
   log::info("cursor.routing_kept", {{"endpoint_id", before.id}, {"epochs", static_cast<std::uint64_t>(s.epochs.size())},
                                     {"note", "events committed before the change are read back with the routing they had"}});

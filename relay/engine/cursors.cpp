@@ -164,6 +164,7 @@ follow_result outbox_cursors::follow(delivery::job& j, std::string_view reason) 
     it->second.reason = std::string(reason);
     it->second.tenant_id = ep->tenant_id;
     it->second.covered_at = clock_.steady_now();
+    it->second.epochs = take_recent_routing(j.endpoint_id);  // its deliveries in memory were routed so
     entered = true;
     ++stats_.entered;
     log::warn("endpoint.following_outbox", {{"endpoint_id", j.endpoint_id}, {"reason", std::string(reason)},
@@ -410,8 +411,8 @@ void outbox_cursors::finish_pages(state& s) {
       s.window_after = w.last_seq;
       s.small_last = false;
     } else {  // the window is done: its snapshot is covered
-      // It was taken after these changes: it shows every transaction they hold.
-      std::erase_if(s.epochs, [&](const routing_epoch& e) { return e.noted_at < w.read_at; });
+      // Covered from now on: a routing before a change whose transactions it all shows is done.
+      std::erase_if(s.epochs, [&](const routing_epoch& e) { return e.shown_by(w.snapshot); });
       s.covered_at = w.read_at;
       s.covered = w.snapshot;
       s.covered_text = w.snapshot_text;
@@ -518,7 +519,6 @@ asio::awaitable<error_code> outbox_cursors::start_session(const std::optional<st
     }
     state s;
     s.epochs = std::move(*epochs);
-    for (auto& e : s.epochs) e.noted_at = clock_.steady_now();
     s.ph = phase::following;
     s.durable = true;
     s.write_issued = true;
@@ -548,6 +548,7 @@ void outbox_cursors::flush() {
 
 void outbox_cursors::end_session() {
   states_.clear();  // tickets and windows belong to the tracker's session, reset with it
+  recent_routing_.clear();
   streamed_.clear();
   streamed_until_ = lsn{};
   holding_ = false;

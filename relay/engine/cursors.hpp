@@ -197,6 +197,9 @@ class outbox_cursors {
   /// committed (an epoch of `s` holding it), else as routed now. `why`: a body the filter cannot read.
   bool owed(const state& s, std::int64_t endpoint_id, const delivery::event& ev, std::uint32_t xid,
             std::optional<std::string_view> body, std::string& why) const;
+  /// The routing changes noted for an endpoint that had no cursor (recent_routing_) that its
+  /// deliveries still in memory may have been routed with; taken by a cursor it enters.
+  std::vector<routing_epoch> take_recent_routing(std::int64_t endpoint_id);
   void finish_window(std::int64_t endpoint_id, state& s);
   /// The pages done in order: the cursor moves past them (or, after a delivery went back, to just
   /// before it once every page is done).
@@ -214,6 +217,10 @@ class outbox_cursors {
   slot_recovery& recovery_;
   const clock_source& clock_;
   std::unordered_map<std::int64_t, state> states_;
+  /// Routing changes of endpoints without a cursor, kept until the delivered snapshot shows what
+  /// they hold (their deliveries are then handled): one entering the outbox after the change
+  /// owes transactions of before it, routed in memory with the routing before.
+  std::unordered_map<std::int64_t, std::vector<routing_epoch>> recent_routing_;
   /// Transactions streamed this session with outbox rows (xid, tenant), trimmed to those not
   /// visible in the newest delivered snapshot: the candidates of an entering cursor's `also`.
   std::deque<std::pair<std::uint32_t, std::string>> streamed_;

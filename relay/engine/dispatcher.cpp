@@ -60,10 +60,10 @@ dispatcher::~dispatcher() = default;
 
 // ------------------------------------------------------------------ apply
 
-void dispatcher::release(job& j) {
+void dispatcher::release(job& j, bool handled) {
   if (j.ticket == 0) return;
   tracker_.release(j.ticket);
-  if (j.ev && !j.drained) note_handled(j.ticket, j.endpoint_id, *j.ev);
+  if (handled && j.ev && !j.drained) note_handled(j.ticket, j.endpoint_id, *j.ev);
   j.ticket = 0;
   if (hooks_.released) hooks_.released();
 }

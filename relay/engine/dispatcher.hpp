@@ -212,7 +212,9 @@ class dispatcher {
   void apply(delivery::job j, const decision& d);
   void queue(delivery::job j);
   void write(delivery::job j, sql::delivery_outcome record);
-  void release(delivery::job& j);
+  /// Lets go of the job's LSN ticket; `handled`: the delivery was handled (delivered, merged
+  /// away), not abandoned with its session — the cursors are told (note_handled()).
+  void release(delivery::job& j, bool handled = true);
   /// A stream delivery's ticket `t` went (released): the cursors are told, and it is kept while
   /// its transaction has other deliveries outstanding (handled_of()).
   void note_handled(lsn_tracker::ticket t, std::int64_t endpoint_id, const delivery::event& ev);

@@ -130,7 +130,7 @@ asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {
     // session — may own the delivery by now. Nothing is written and the breaker is not touched;
     // the event is streamed again, or its row reset to pending.
     if (j.row_id) disown(key_of(j));
-    release(j);
+    release(j, false);  // not handled: the next session's cursors must not skip it
     finished(id, clock_.steady_now(), std::nullopt);
     co_return;
   }

@@ -296,6 +296,52 @@ TEST_CASE("filter changed while the endpoint follows the outbox: events committe
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("filter changed while a rate-limited endpoint's deliveries wait in memory, or while a window of its cursor is open: routed as when committed") {
+  setup s("policies_filter_wait");
+  auto walhook = s.start_walhook({"--max-wait-ms", "1500"});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  const long long id = s.add("/w", {"--max-rate", "5/s", "--filter", R"({"data.kind": "a"})"});
+  auto kinds = [&](int batch) {
+    std::map<std::string, int> n;
+    for (const auto& r : s.received("/w"))
+      if (r.body.find(fmt::format(R"("batch": {}}}}})", batch)) != std::string::npos)  // jsonb puts it last
+        ++n[r.body.find(R"("kind": "a")") != std::string::npos ? "a" : "b"];
+    return n;
+  };
+  auto publish = [&](int batch, int each) {
+    s.db.exec(fmt::format("SELECT walhook.publish('acme', 't', jsonb_build_object('batch', {}, 'i', i, 'kind', "
+                          "CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END)) FROM generate_series(1, {}) AS i",
+                          batch, 2 * each));
+  };
+  // 1. One transaction of 40 (20 a, 20 b) waits behind the rate; the filter changes before its
+  //    deliveries move to the outbox: the cursor reads the transaction back with the filter it
+  //    was routed with — 20 a, no b.
+  publish(1, 20);
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(id), "--filter", R"({"data.kind": "b"})"}) == 0);
+  REQUIRE_MESSAGE(test::eventually([&] { return kinds(1)["a"] == 20; }, 60s), walhook.log_tail());
+  CHECK(walhook.log().find("endpoint.following_outbox") != std::string::npos);  // the path under test
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(id), "--max-rate", "20/s"}) == 0);
+  // 2. Paused mid-drain (a window of its cursor open, its snapshot older than what follows), then
+  //    the filter changes back between two batches: 10 b before the change, 10 a after it.
+  const pg::params ep{std::to_string(id)};
+  REQUIRE(s.cli({"endpoint", "pause", std::to_string(id)}) == 0);
+  publish(2, 150);  // b is the filter now: 150 b
+  REQUIRE(s.cli({"endpoint", "resume", std::to_string(id)}) == 0);
+  REQUIRE(test::eventually([&] { return kinds(2)["b"] >= 40; }, 30s));
+  REQUIRE(s.cli({"endpoint", "pause", std::to_string(id)}) == 0);
+  publish(3, 10);
+  REQUIRE(s.cli({"endpoint", "update", std::to_string(id), "--filter", R"({"data.kind": "a"})"}) == 0);
+  publish(4, 10);
+  REQUIRE(s.cli({"endpoint", "resume", std::to_string(id)}) == 0);
+  REQUIRE_MESSAGE(test::eventually([&] { return kinds(4)["a"] == 10 && kinds(2)["b"] == 150; }, 60s), walhook.log_tail());
+  std::this_thread::sleep_for(1s);
+  CHECK(kinds(1) == std::map<std::string, int>{{"a", 20}});
+  CHECK(kinds(2) == std::map<std::string, int>{{"b", 150}});
+  CHECK(kinds(3) == std::map<std::string, int>{{"b", 10}});
+  CHECK(kinds(4) == std::map<std::string, int>{{"a", 10}});
+  CHECK(walhook.stop() == 0);
+}
+
 TEST_CASE("replay by filter: a dry run counts first, then only the matching dead letters go again (CLI and API)") {
   setup s("policies_replay");
   relay::receiver_behaviour down;

@@ -72,3 +72,13 @@ TEST_CASE("routing_epoch: the JSON form round-trips exactly; a malformed one is 
     CHECK(why.rfind("routing: ", 0) == 0);
   }
 }
+
+TEST_CASE("routing_epoch: shown_by — a later snapshot shows every transaction it holds, or it stays") {
+  const auto r = sample();  // before 100:110:104,106, also 111, 112
+  auto snap = [](const char* t) { return pg_snapshot::parse(t).value(); };
+  CHECK(r.shown_by(snap("113:113:")));
+  CHECK(r.shown_by(snap("104:120:104,106,115")));   // still in progress then: not held either
+  CHECK_FALSE(r.shown_by(snap("104:120:105")));     // 105 committed before the change, not shown
+  CHECK_FALSE(r.shown_by(snap("100:112:104,106")));  // 111 listed, 112 not shown
+  CHECK_FALSE(r.shown_by(snap("90:100:")));          // older than the change
+}
