@@ -18,8 +18,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <fmt/format.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -44,6 +50,8 @@ namespace {
 
 namespace asio = boost::asio;
 namespace ssl = asio::ssl;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
@@ -244,23 +252,62 @@ asio::awaitable<boost::system::result<std::vector<tcp::endpoint>>> resolve(clien
   co_return std::move(state->endpoints);
 }
 
+/// The addresses of `target`'s host: the literal itself, or what DNS answers.
+asio::awaitable<boost::system::result<std::vector<tcp::endpoint>, transport_error>> addresses_of(
+    client_core& core, call_context& call, const http_target& target, const call_deadline& deadline) {
+  const auto port = parse_port(target.port);
+  if (!port) co_return err(transport_errc::invalid_url);
+  error_code literal_ec;
+  const auto literal = asio::ip::make_address(target.host, literal_ec);
+  if (!literal_ec) co_return std::vector<tcp::endpoint>{tcp::endpoint(literal, *port)};
+  auto resolved = co_await resolve(core, call, target, deadline);
+  if (!resolved) co_return resolved.error();
+  co_return std::move(*resolved);
+}
+
+/// CONNECT `authority` through the proxy `stream` is connected to (RFC 9110 §9.3.6): an empty
+/// error once it answers 2xx; else proxy_failed with its status line (407, 403, 502, …), or the
+/// I/O failure (timeout, cancelled, read/write_failed).
+asio::awaitable<transport_error> open_tunnel(client_core& core, beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                             const std::string& authority, const call_deadline& deadline) {
+  const std::string request = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority +
+                              "\r\nUser-Agent: " + core.options.user_agent + "\r\n\r\n";
+  stream.expires_after(deadline.remaining());
+  auto [write_ec, written] = co_await asio::async_write(stream, asio::buffer(request), use_tuple);
+  (void)written;
+  if (write_ec || core.stopped)
+    co_return transport_error(classify_io_error(core.stopped, write_ec, deadline, transport_errc::proxy_failed),
+                              "writing CONNECT: " + write_ec.message());
+  http::response_parser<http::empty_body> parser;
+  parser.skip(true);  // a 2xx answer to CONNECT has no body: the tunnel starts after the header
+  stream.expires_after(deadline.remaining());
+  auto [read_ec, read] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+  (void)read;
+  if (read_ec || core.stopped)
+    co_return transport_error(classify_io_error(core.stopped, read_ec, deadline, transport_errc::proxy_failed),
+                              "reading the answer to CONNECT: " + read_ec.message());
+  const auto& answer = parser.get();
+  const unsigned status = answer.result_int();
+  if (status < 200 || status > 299)
+    co_return transport_error(transport_errc::proxy_failed,
+                              fmt::format("proxy answered {} {} to CONNECT {}", status, std::string(answer.reason()), authority));
+  if (buffer.size() != 0)  // the endpoint cannot have spoken first
+    co_return transport_error(transport_errc::proxy_failed, "proxy sent bytes after its answer to CONNECT");
+  co_return transport_error{};
+}
+
 /// Resolve, SSRF guard, connect (every allowed address in turn), TCP_NODELAY, TLS handshake.
 asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_error>> open_connection(
     client_core& core, call_context& call, const http_target& target, const call_deadline& deadline) {
   const auto port = parse_port(target.port);
   if (!port) co_return err(transport_errc::invalid_url);
 
-  std::vector<tcp::endpoint> endpoints;
   error_code literal_ec;
-  const auto literal = asio::ip::make_address(target.host, literal_ec);
+  asio::ip::make_address(target.host, literal_ec);
   const bool is_ip_literal = !literal_ec;
-  if (is_ip_literal) {
-    endpoints.emplace_back(literal, *port);
-  } else {
-    auto resolved = co_await resolve(core, call, target, deadline);
-    if (!resolved) co_return resolved.error();
-    endpoints = std::move(*resolved);
-  }
+  auto found = co_await addresses_of(core, call, target, deadline);
+  if (!found) co_return found.error();
+  std::vector<tcp::endpoint> endpoints = std::move(*found);
 
   // Cloud metadata services are never a webhook target, private networks allowed or not; an
   // inbox destination (the operator's handler) may reach private networks, not link-local.
@@ -271,6 +318,18 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
   if (endpoints.empty()) {
     log::debug("http.address_blocked", {{"host", target.host}});
     co_return err(transport_errc::address_blocked);
+  }
+
+  // Through the egress proxy: TCP to it, then a tunnel to the first checked address.
+  const http_proxy* proxy =
+      core.options.proxy && !bypasses_proxy(core.options.no_proxy, target.host) ? &*core.options.proxy : nullptr;
+  std::vector<tcp::endpoint> dial = endpoints;
+  if (proxy) {
+    // Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.
+    const http_target proxy_target{false, proxy->host, proxy->port, "/"};
+    auto at = co_await addresses_of(core, call, proxy_target, deadline);
+    if (!at) co_return at.error();
+    dial = std::move(*at);
   }
 
   auto conn = std::make_unique<connection>();
@@ -291,13 +350,13 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
   // error names them all ("127.0.0.1:28099: connection refused"), not just the last.
   error_code connect_ec;
   std::string tried;
-  for (const auto& address : endpoints) {
+  for (const auto& address : dial) {
     error_code ignored;
     tcp_stream.socket().close(ignored);  // the next address may be of the other family
     tcp_stream.expires_after(deadline.remaining());
     std::tie(connect_ec) = co_await tcp_stream.async_connect(address, use_tuple);
     if (!connect_ec || core.stopped || deadline.passed()) break;
-    tried += (tried.empty() ? "" : "; ") + connect_failure_text(address, connect_ec);
+    tried += (tried.empty() ? (proxy ? "proxy " : "") : "; ") + connect_failure_text(address, connect_ec);
   }
   if (connect_ec || core.stopped) {
     const auto mapped = classify_io_error(core.stopped, connect_ec, deadline, transport_errc::connect_failed);
@@ -306,6 +365,14 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
   }
   error_code ignored;
   tcp_stream.socket().set_option(tcp::no_delay(true), ignored);
+  if (proxy) {
+    const std::string authority = authority_of(endpoints.front().address().to_string(), target.port);
+    auto tunnel = co_await open_tunnel(core, tcp_stream, conn->buffer, authority, deadline);
+    if (tunnel) {
+      log_failure("http.proxy_error", target, tunnel, {});
+      co_return tunnel;
+    }
+  }
 
   if (target.tls) {
     auto& stream = *conn->secure;

@@ -17,6 +17,7 @@
 // Thread affinity: one client per executor; async_post may run concurrently for many requests.
 
 #include "common/time.hpp"
+#include "delivery/proxy.hpp"
 #include "delivery/ssrf.hpp"
 #include "delivery/transport.hpp"
 #include "delivery/url.hpp"
@@ -50,6 +51,11 @@ struct http_client_options {
   /// tests. "" = default paths only. Unparsable PEM is fatal setup: the http_client constructor
   /// throws boost::system::system_error.
   std::string extra_ca_pem;
+  /// The egress proxy every call goes through by a CONNECT tunnel to the address walhook resolved
+  /// and checked (`walhook run --proxy`, delivery/proxy.hpp); none: direct.
+  std::optional<http_proxy> proxy;
+  /// Hosts reached directly despite `proxy` (`walhook run --no-proxy`, bypasses_proxy()).
+  std::vector<std::string> no_proxy;
   /// Where the client reads the monotonic time: the start of each call (total_deadline,
   /// http_response::elapsed) and the age of idle pooled connections (idle_timeout). Not owned;
   /// must outlive the client; must not be null (the constructor throws std::invalid_argument).

@@ -61,6 +61,8 @@ class transport_category_impl final : public boost::system::error_category {
         return "the message cannot be built from this event";
       case transport_errc::sink_unavailable:
         return "this walhook has no sink for the URL's scheme";
+      case transport_errc::proxy_failed:
+        return "the egress proxy did not open a tunnel to the endpoint (walhook run --proxy)";
     }
     return "unknown transport error";
   }

@@ -47,6 +47,7 @@ enum class transport_errc {
   no_stream,          ///< no JetStream stream covers the subject (no responders)
   bad_message,        ///< the message cannot be built from this event (a template value it lacks): dead, never retried
   sink_unavailable,   ///< this walhook has no sink for the URL's scheme
+  proxy_failed,       ///< the egress proxy refused the tunnel or could not open it (its status line in detail)
 };
 /// The "walhook.transport" category: a distinct, human-readable message per transport_errc
 /// (what an endpoint's last_error shows). A function-local static, safe from any thread.

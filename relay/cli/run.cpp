@@ -98,6 +98,13 @@ void add_connection_flags(CLI::App* c, run_options& run) {
                 "PEM bundle of CA certificates to trust for https endpoints, in addition to the system's (private CAs)");
   c->add_flag("--allow-private-networks", run.http.allow_private_networks,
               "Allow endpoints on loopback, private and link-local addresses (SSRF guard off)");
+  c->add_option("--proxy", run.proxy_url,
+                "Egress proxy for HTTP endpoints, http://host:port: each attempt goes through a CONNECT tunnel to the "
+                "address walhook resolved and checked (docs/endpoint-policies.md)");
+  c->add_option("--no-proxy", run.http.no_proxy,
+                "Endpoint hosts reached without the proxy, comma-separated: a host, a domain (example.com or .example.com "
+                "covers its subdomains), or *")
+      ->delimiter(',');
 }
 
 /// Retries and the circuit breaker (delivery/policy.hpp, delivery/breaker.hpp).
@@ -251,10 +258,16 @@ void fit_open_files(run_options& o) {
   limits.max_slow_in_flight = room;
 }
 
-/// The shard and its slot, the extra CA certificates: what the flags name, made concrete.
+/// The shard and its slot, the proxy, the extra CA certificates: what the flags name, made concrete.
 void resolve(run_options& o, const std::string& shard) {
   o.shard = shard_flag(shard);
   if (o.shard.sharded()) o.slot = shard_slot(o.slot, o.shard);
+  if (!o.proxy_url.empty()) {
+    std::string why;
+    auto proxy = delivery::parse_proxy_url(o.proxy_url, &why);
+    if (!proxy) throw cli_error(fmt::format("--proxy {}: {}", delivery::redact_url(o.proxy_url), why));
+    o.http.proxy = std::move(*proxy);
+  }
   if (o.ca_file.empty()) return;
   auto pem = delivery::read_ca_bundle(o.ca_file);
   if (!pem) {

@@ -62,6 +62,8 @@ struct run_options {
   /// --ca-file: a PEM bundle of CA certificates trusted in addition to OpenSSL's default verify
   /// paths (private CAs); read into http.extra_ca_pem by `walhook run` (relay/cli/run.cpp), "" = none.
   std::string ca_file;
+  /// --proxy: the egress proxy's URL (http://host:port), parsed into http.proxy by `walhook run`; "" = none.
+  std::string proxy_url;
 
   // ---- The engine's own (relay/engine/engine.hpp).
   std::size_t max_store_backlog = 20000;             ///< queued state-store writes before reading the slot pauses
