@@ -328,7 +328,11 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
     // Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.
     const http_target proxy_target{false, proxy->host, proxy->port, "/"};
     auto at = co_await addresses_of(core, call, proxy_target, deadline);
-    if (!at) co_return at.error();
+    if (!at) {  // the proxy's name, not the endpoint's, did not resolve
+      co_return transport_error(at.error() == transport_errc::resolve_timeout ? transport_errc::resolve_timeout
+                                                                               : transport_errc::proxy_failed,
+                                "cannot resolve the proxy host " + proxy->host + ": " + at.error().text());
+    }
     dial = std::move(*at);
   }
 

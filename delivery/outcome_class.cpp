@@ -17,7 +17,8 @@ outcome_class classify_outcome(const post_result& r) {
   switch (static_cast<transport_errc>(ec.value())) {
     case transport_errc::timeout:
     case transport_errc::resolve_timeout: return outcome_class::timeout;
-    case transport_errc::connect_failed: return outcome_class::connect;
+    case transport_errc::connect_failed:
+    case transport_errc::proxy_failed: return outcome_class::connect;  // no way to the endpoint
     case transport_errc::address_blocked: return outcome_class::ssrf;
     case transport_errc::resolve_failed: return outcome_class::dns;
     case transport_errc::write_failed:

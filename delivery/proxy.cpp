@@ -24,7 +24,8 @@ boost::system::result<http_proxy> parse_proxy_url(std::string_view url, std::str
   };
   const auto u = boost::urls::parse_absolute_uri(url);
   if (!u) return fail("not an absolute URL (http://host:port)");
-  if (lower(u->scheme()) != "http") return fail("the proxy's scheme must be http (an https proxy is not supported)");
+  if (lower(u->scheme()) != "http")
+    return fail("the proxy's scheme must be http, not " + lower(u->scheme()) + " (https and SOCKS proxies are not supported)");
   if (u->has_userinfo()) return fail("credentials in the proxy URL are not supported");
   if (!u->encoded_path().empty() && u->encoded_path() != "/") return fail("a proxy URL has no path");
   if (u->has_query() || u->has_fragment()) return fail("a proxy URL has no query or fragment");
@@ -36,13 +37,19 @@ boost::system::result<http_proxy> parse_proxy_url(std::string_view url, std::str
 
 bool bypasses_proxy(const std::vector<std::string>& no_proxy, std::string_view host) {
   const std::string h = lower(host);
+  // An IP literal matches only an equal entry: ".1" is no domain of 127.0.0.1.
+  const bool literal = h.find(':') != std::string::npos ||
+                       std::all_of(h.begin(), h.end(), [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); });
   for (const auto& raw : no_proxy) {
     std::string entry = lower(raw);
+    const auto first = entry.find_first_not_of(" \t");  // "a.com, b.com" as NO_PROXY is written
+    entry = first == std::string::npos ? "" : entry.substr(first, entry.find_last_not_of(" \t") - first + 1);
     if (entry == "*") return true;
-    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
+    if (entry.size() > 2 && entry.front() == '[' && entry.back() == ']') entry = entry.substr(1, entry.size() - 2);
+    if (!literal && !entry.empty() && entry.front() == '.') entry.erase(0, 1);
     if (entry.empty()) continue;
     if (h == entry) return true;
-    if (h.size() > entry.size() && h.ends_with(entry) && h[h.size() - entry.size() - 1] == '.') return true;
+    if (!literal && h.size() > entry.size() && h.ends_with(entry) && h[h.size() - entry.size() - 1] == '.') return true;
   }
   return false;
 }

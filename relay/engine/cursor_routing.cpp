@@ -75,7 +75,11 @@ void outbox_cursors::routing_changed(const endpoint& before) {
     if (const auto& d = recovery_.last_delivered())
       if (auto delivered = pg_snapshot::parse(*d))
         std::erase_if(recent, [&](const routing_epoch& e) { return e.shown_by(*delivered); });
-    if (recent.size() >= 16) recent.erase(recent.begin());  // bounded: the oldest have long been handled
+    if (recent.size() >= 1024) {  // bounded against a script changing it in a loop: never reached by hand
+      log::warn("cursor.routing_dropped", {{"endpoint_id", before.id},
+                                           {"note", "over 1024 routing changes not yet handled: the oldest is forgotten"}});
+      recent.erase(recent.begin());
+    }
     recent.push_back(std::move(epoch));
     return;
   }

@@ -218,8 +218,9 @@ class outbox_cursors {
   const clock_source& clock_;
   std::unordered_map<std::int64_t, state> states_;
   /// Routing changes of endpoints without a cursor, kept until the delivered snapshot shows what
-  /// they hold (their deliveries are then handled): one entering the outbox after the change
-  /// owes transactions of before it, routed in memory with the routing before.
+  /// they hold (their deliveries are then handled; checked at each change, 1024 at most): one
+  /// entering the outbox after the change owes transactions of before it, routed in memory with
+  /// the routing before.
   std::unordered_map<std::int64_t, std::vector<routing_epoch>> recent_routing_;
   /// Transactions streamed this session with outbox rows (xid, tenant), trimmed to those not
   /// visible in the newest delivered snapshot: the candidates of an entering cursor's `also`.

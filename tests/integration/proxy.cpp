@@ -179,6 +179,12 @@ TEST_CASE("proxy: a refusing proxy (407), a proxy that is down, the SSRF guard a
   CHECK(down.error() == transport_errc::connect_failed);
   CHECK(down.error().text().find("proxy 127.0.0.1:" + o.proxy->port) != std::string::npos);
 
+  // A proxy name that does not resolve is the proxy's failure, not the endpoint's DNS.
+  o.proxy = http_proxy{"nosuchproxy.invalid", "3128"};
+  const auto unnamed = post_once(o, target);
+  REQUIRE_FALSE(unnamed.has_value());
+  CHECK(unnamed.error().text().find("cannot resolve the proxy host nosuchproxy.invalid") != std::string::npos);
+
   // The SSRF guard decides before the proxy is asked: loopback is refused, the proxy never hears of it.
   tinyproxy open;
   o.proxy = open.proxy();

@@ -15,7 +15,7 @@ TEST_CASE("proxy: --proxy takes http://host:port (port 80 by default) and refuse
   std::string why;
   for (const auto& [url, reason] : std::vector<std::pair<std::string, std::string>>{
            {"https://proxy:3128", "must be http"},
-           {"socks5://proxy:1080", "must be http"},
+           {"socks5://proxy:1080", "must be http, not socks5"},
            {"http://user:pw@proxy:3128", "credentials"},
            {"http://proxy:3128/path", "no path"},
            {"http://proxy:3128/?x=1", "no query"},
@@ -42,6 +42,10 @@ TEST_CASE("proxy: --no-proxy matches a host, a domain and its subdomains, or eve
   CHECK_FALSE(bypasses_proxy(list, "10.0.0.70"));
   CHECK_FALSE(bypasses_proxy({}, "example.com"));
   CHECK(bypasses_proxy({"*"}, "anything.at.all"));
+  CHECK(bypasses_proxy({"a.com", " example.com "}, "api.example.com"));  // "a.com, example.com" as written
+  CHECK_FALSE(bypasses_proxy({".1"}, "127.0.0.1"));  // an IP literal matches only itself
+  CHECK_FALSE(bypasses_proxy({"0.0.1"}, "127.0.0.1"));
+  CHECK(bypasses_proxy({"[::1]"}, "::1"));
 }
 
 TEST_CASE("proxy: a CONNECT names an IPv4 address plainly and an IPv6 one in brackets") {
