@@ -2,6 +2,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -640,7 +641,9 @@ asio::awaitable<post_result> nats_sink::async_publish(const std::string& pool_ke
 }
 
 void nats_sink::forget(const std::string& pool_key) {
-  asio::post(impl_->ex, [self = impl_, pool_key] { self->leave(pool_key); });
+  // Inline when the engine calls (it does, on an endpoint change): posted, it could run after an
+  // attempt already joined the endpoint's new server and cancel that attempt's wait for its connect.
+  asio::dispatch(impl_->ex, [self = impl_, pool_key] { self->leave(pool_key); });
 }
 
 void nats_sink::shutdown() {

@@ -452,6 +452,13 @@ TEST_CASE("dead brokers do not hold up another endpoint's connect; a URL change 
   if (!all) MESSAGE(walhook.log_tail());
   CHECK(got.size() == 650);
   CHECK(b.read_stream("EVENTS").size() > 0);
-  CHECK(s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(healthy)}) == "0");
+  const auto failed = s.value("SELECT count(*) FROM walhook.deliveries WHERE endpoint_id = $1", {std::to_string(healthy)});
+  if (failed != "0")
+    MESSAGE(fmt::format("{}\n{}",
+                        s.value("SELECT string_agg(format('%s attempts=%s %s', status, attempts, last_error), "
+                                "E'\\n') FROM walhook.deliveries WHERE endpoint_id = $1",
+                                {std::to_string(healthy)}),
+                        walhook.log_tail()));
+  CHECK(failed == "0");
   CHECK(walhook.stop() == 0);
 }
