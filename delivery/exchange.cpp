@@ -52,7 +52,8 @@ error_code classify_read(bool stopped, const error_code& ec, const call_deadline
 
 template <class Stream>
 asio::awaitable<exchange_outcome> exchange_on(Stream& stream, connection& conn, const request_message& req,
-                                              call_deadline deadline, std::size_t body_cap, const bool& stopped) {
+                                              bool keep_body, call_deadline deadline, std::size_t body_cap,
+                                              const bool& stopped) {
   exchange_outcome out;
   conn.tcp().expires_after(deadline.remaining());
   const auto [write_ec, written] = co_await http::async_write(stream, req, use_tuple);
@@ -98,7 +99,20 @@ asio::awaitable<exchange_outcome> exchange_on(Stream& stream, connection& conn, 
   }
   // 101 would switch protocols: whatever follows is not HTTP/1.1 any more.
   const bool keep_alive = res.keep_alive() && out.response.status != 101;
+  if (keep_body && !parser->is_done()) {
+    parser->body_limit(body_cap);
+    const auto [body_ec, body_bytes] = co_await http::async_read(stream, conn.buffer, *parser, use_tuple);
+    if (body_ec || stopped) {
+      out.ec = body_ec == http::error::body_limit ? err(transport_errc::protocol_error)
+                                                  : classify_read(stopped, body_ec, deadline);
+      co_return out;
+    }
+    out.response.body = parser->get().body();
+    out.reusable = keep_alive && conn.buffer.size() == 0;
+    co_return out;
+  }
   if (parser->is_done()) {
+    if (keep_body) out.response.body = parser->get().body();
     out.reusable = keep_alive;
   } else if (!parser->chunked() && parser->content_length() && *parser->content_length() <= body_cap) {
     // Read (and discard) a small body so the connection can carry the next request. A failure
@@ -153,10 +167,10 @@ error_code classify_io_error(bool stopped, const error_code& ec, const call_dead
   return err(otherwise);
 }
 
-asio::awaitable<exchange_outcome> exchange(connection& conn, const request_message& req, call_deadline deadline,
-                                           std::size_t body_cap, const bool& stopped) {
-  if (conn.secure) co_return co_await exchange_on(*conn.secure, conn, req, deadline, body_cap, stopped);
-  co_return co_await exchange_on(*conn.plain, conn, req, deadline, body_cap, stopped);
+asio::awaitable<exchange_outcome> exchange(connection& conn, const request_message& req, bool keep_body,
+                                           call_deadline deadline, std::size_t body_cap, const bool& stopped) {
+  if (conn.secure) co_return co_await exchange_on(*conn.secure, conn, req, keep_body, deadline, body_cap, stopped);
+  co_return co_await exchange_on(*conn.plain, conn, req, keep_body, deadline, body_cap, stopped);
 }
 
 }  // namespace walhook::delivery

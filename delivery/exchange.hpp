@@ -85,11 +85,13 @@ struct exchange_outcome {
 /// fresh parser per message, RFC 9110 §15.2; 101 is final and never reusable; the deadline is
 /// checked after each, so they can never extend the call). Then reads and
 /// discards the body only if it is delimited by Content-Length ≤ `body_cap` bytes; chunked,
-/// larger or EOF-delimited bodies are left unread and the connection is not reusable. The
+/// larger or EOF-delimited bodies are left unread and the connection is not reusable. With
+/// `keep_body` the body is read whole into response.body, any framing, ≤ `body_cap` bytes (more is
+/// protocol_error: a caller that wants the body cannot judge the answer without it). The
 /// connection's expiry is set to the deadline's remaining time. `stopped` is the client's
 /// shutdown flag, read after every suspension; it and `conn` and `req` must outlive the
 /// awaitable. Runs on the connection's executor.
-boost::asio::awaitable<exchange_outcome> exchange(connection& conn, const request_message& req, call_deadline deadline,
-                                                  std::size_t body_cap, const bool& stopped);
+boost::asio::awaitable<exchange_outcome> exchange(connection& conn, const request_message& req, bool keep_body,
+                                                  call_deadline deadline, std::size_t body_cap, const bool& stopped);
 
 }  // namespace walhook::delivery

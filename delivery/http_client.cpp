@@ -321,12 +321,18 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
   }
 
   // Through the egress proxy: TCP to it, then a tunnel to the first checked address.
-  const http_proxy* proxy =
-      core.options.proxy && !bypasses_proxy(core.options.no_proxy, target.host) ? &*core.options.proxy : nullptr;
+  // The endpoint's own choice first; --no-proxy only exempts hosts from the client's proxy.
+  const http_proxy* proxy = nullptr;
+  if (target.egress == egress_route::proxy && target.proxy) proxy = &*target.proxy;
+  else if (target.egress == egress_route::client && core.options.proxy && !bypasses_proxy(core.options.no_proxy, target.host))
+    proxy = &*core.options.proxy;
   std::vector<tcp::endpoint> dial = endpoints;
   if (proxy) {
     // Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.
-    const http_target proxy_target{false, proxy->host, proxy->port, "/"};
+    http_target proxy_target;
+    proxy_target.host = proxy->host;
+    proxy_target.port = proxy->port;
+    proxy_target.target = "/";
     auto at = co_await addresses_of(core, call, proxy_target, deadline);
     if (!at) {  // the proxy's name, not the endpoint's, did not resolve
       co_return transport_error(at.error() == transport_errc::resolve_timeout ? transport_errc::resolve_timeout
@@ -407,7 +413,7 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
 }
 
 asio::awaitable<post_result> run_post(std::shared_ptr<client_core> core, std::string pool_key, http_target target,
-                                      request_message req, steady_clock::time_point start) {
+                                      request_message req, bool keep_body, steady_clock::time_point start) {
   if (core->stopped) co_return err(transport_errc::cancelled);
   const auto at = start + core->options.total_deadline;
   call_context call{*core, at - core->options.clock->steady_now()};
@@ -416,7 +422,7 @@ asio::awaitable<post_result> run_post(std::shared_ptr<client_core> core, std::st
 
   if (auto pooled = core->pool.take_idle(pool_key, origin)) {
     call.conn = pooled.get();
-    auto outcome = co_await exchange(*pooled, req, deadline, core->options.body_cap, core->stopped);
+    auto outcome = co_await exchange(*pooled, req, keep_body, deadline, core->options.body_cap, core->stopped);
     call.conn = nullptr;
     if (!outcome.ec) {
       outcome.response.reused_connection = true;
@@ -434,7 +440,7 @@ asio::awaitable<post_result> run_post(std::shared_ptr<client_core> core, std::st
   if (!opened) co_return opened.error();
   auto conn = std::move(*opened);
   call.conn = conn.get();
-  auto outcome = co_await exchange(*conn, req, deadline, core->options.body_cap, core->stopped);
+  auto outcome = co_await exchange(*conn, req, keep_body, deadline, core->options.body_cap, core->stopped);
   call.conn = nullptr;
   if (outcome.ec) {
     conn->close();
@@ -465,7 +471,7 @@ boost::asio::awaitable<post_result> http_client::async_post(const std::string& p
   std::shared_ptr<http_detail::client_core> core = impl_;
   auto req = build_request(core->options.user_agent, target, request);
   if (!req) co_return req.error();
-  co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), start);
+  co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), request.keep_body, start);
 }
 
 void http_client::forget(const std::string& pool_key) {

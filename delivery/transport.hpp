@@ -48,6 +48,7 @@ enum class transport_errc {
   bad_message,        ///< the message cannot be built from this event (a template value it lacks): dead, never retried
   sink_unavailable,   ///< this walhook has no sink for the URL's scheme
   proxy_failed,       ///< the egress proxy refused the tunnel or could not open it (its status line in detail)
+  auth_failed,        ///< no OAuth2 token for the endpoint: its token endpoint refused or failed (delivery/oauth2.hpp; why in detail)
 };
 /// The "walhook.transport" category: a distinct, human-readable message per transport_errc
 /// (what an endpoint's last_error shows). A function-local static, safe from any thread.
@@ -88,8 +89,12 @@ class transport_error : public boost::system::error_code {
 
 /// One attempt's request: the body and the caller's headers (the transport owns framing).
 struct http_request {
-  std::string body;  ///< sent as is, Content-Type: application/json
+  std::string body;  ///< sent as is, Content-Type: application/json (a Content-Type header replaces it)
   std::vector<std::pair<std::string, std::string>> headers;
+  /// Keep the response body in http_response::body (an OAuth2 token response): read whole, at
+  /// most the client's body cap (a larger one is transport_errc::protocol_error). Otherwise a
+  /// small body is read and discarded, a large one never read.
+  bool keep_body = false;
 };
 
 /// What walhook keeps of a response: the status line and the headers that drive policy.
@@ -99,6 +104,7 @@ struct http_response {
   std::string location;     ///< Location header of a 3xx, "" if absent
   bool reused_connection = false;
   std::chrono::microseconds elapsed{0};  ///< from call to response header
+  std::string body;  ///< the response body, only if the request asked for it (http_request::keep_body)
 };
 
 /// One message for a broker sink: what the HTTP request carries, named for a broker.

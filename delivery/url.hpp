@@ -1,6 +1,8 @@
 #pragma once
 // Endpoint URLs: what walhook accepts as a webhook target and how it is split for the transport.
 
+#include "delivery/proxy.hpp"
+
 #include <boost/system/result.hpp>
 
 #include <cstddef>
@@ -12,6 +14,10 @@
 namespace walhook::delivery {
 
 /// A parsed endpoint URL (Boost.URL): http or https, host, port (default 80/443), target.
+/// How an endpoint's attempts leave (walhook.endpoints.proxy, migration 014): as the client's
+/// options say (its --proxy and --no-proxy), directly, or through the endpoint's own proxy.
+enum class egress_route { client, direct, proxy };
+
 struct http_target {
   bool tls = false;
   std::string host;    ///< registered name or IP literal (IPv6 without brackets)
@@ -20,6 +26,9 @@ struct http_target {
   /// The SSRF guard lets this target reach loopback and private addresses (never cloud metadata):
   /// set by walhook for its operator's own handlers (an inbox destination), never from the URL.
   bool private_network_allowed = false;
+  /// Set by walhook from the endpoint's proxy column, never from the URL.
+  egress_route egress = egress_route::client;
+  std::optional<http_proxy> proxy{};  ///< egress == egress_route::proxy: this one
   bool operator==(const http_target&) const = default;
 };
 

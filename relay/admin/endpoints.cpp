@@ -71,6 +71,18 @@ void write_endpoint(json_writer& j, const operations::endpoint_status& s, const 
   j.field("secret_headers", s.secret_headers.empty() ? std::nullopt : std::optional<std::string>(s.secret_headers));
   // The filter's exact text (a string): parsed as JSON, a 64-bit id would be rounded on the way.
   j.field("filter", s.filter).field("max_rate", s.max_rate).field("rate_burst", s.rate_burst);
+  j.key("oauth");
+  if (s.oauth_token_url) {
+    j.begin_object()
+        .field("token_url", s.oauth_token_url)
+        .field("client_id", s.oauth_client_id)
+        .field("client_secret", s.oauth_client_secret)
+        .field("scope", s.oauth_scope)
+        .end_object();
+  } else {
+    j.null();
+  }
+  j.field("proxy", s.proxy);
 }
 
 /// An endpoint's 50 most recently changed delivery rows, newest first; `only` narrows them

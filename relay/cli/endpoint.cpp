@@ -59,13 +59,35 @@ std::string shown_secret(const std::string& secret, const std::string& file) {
   return fmt::format("from --secret-file ({})", operations::secret_fingerprints(secret));
 }
 
-/// --header, --header-secret, --filter, --max-rate, --rate-burst: what they were given.
+/// --header, --header-secret, --filter, --max-rate, --rate-burst, --oauth-*, --proxy: what they were given.
 struct policy_flags {
   std::vector<std::string> headers, secret_headers;
   std::string filter, max_rate, rate_burst;
+  std::string token_url, client_id, client_secret, client_secret_file, scope, proxy;
   CLI::Option *o_headers = nullptr, *o_secret_headers = nullptr, *o_filter = nullptr, *o_max_rate = nullptr,
-              *o_rate_burst = nullptr;
+              *o_rate_burst = nullptr, *o_token_url = nullptr, *o_client_id = nullptr, *o_client_secret = nullptr,
+              *o_client_secret_file = nullptr, *o_scope = nullptr, *o_proxy = nullptr;
 };
+
+/// --oauth-token-url, --oauth-client-id, --oauth-client-secret(-file), --oauth-scope and --proxy.
+void add_egress_flags(CLI::App* c, policy_flags& f, bool clearable) {
+  f.o_token_url = c->add_option("--oauth-token-url", f.token_url,
+                                "OAuth2 client credentials: each attempt carries a bearer token from this token URL "
+                                "(with --oauth-client-id and --oauth-client-secret; docs/endpoint-policies.md)" +
+                                    std::string(clearable ? "; none removes the OAuth2 settings" : ""));
+  f.o_client_id = c->add_option("--oauth-client-id", f.client_id, "OAuth2 client id");
+  f.o_client_secret = c->add_option("--oauth-client-secret", f.client_secret,
+                                    "OAuth2 client secret; visible in the process list: prefer --oauth-client-secret-file");
+  f.o_client_secret_file = c->add_option("--oauth-client-secret-file", f.client_secret_file,
+                                         "Read the OAuth2 client secret from the first line of FILE (- for stdin)");
+  f.o_client_secret->excludes(f.o_client_secret_file);
+  f.o_scope = c->add_option("--oauth-scope", f.scope,
+                            "OAuth2 scope asked for (space-separated)" + std::string(clearable ? "; none removes it" : ""));
+  f.o_proxy = c->add_option("--proxy", f.proxy,
+                            "How this endpoint's attempts leave: direct (never through walhook run --proxy), or "
+                            "http://host:port (a proxy of its own)" +
+                                std::string(clearable ? "; none: as walhook run says" : ""));
+}
 
 /// The flags, on add (`clearable` false) and update (true: `none` removes what is set).
 void add_policy_flags(CLI::App* c, policy_flags& f, bool clearable) {
@@ -87,6 +109,7 @@ void add_policy_flags(CLI::App* c, policy_flags& f, bool clearable) {
   f.o_rate_burst = c->add_option("--rate-burst", f.rate_burst,
                                  "With --max-rate: at most this many attempts at once (default: the whole rate)" +
                                      std::string(clearable ? "; none removes it" : ""));
+  add_egress_flags(c, f, clearable);
 }
 
 /// --header-secret NAME (no colon): the value is the next line of stdin, so it never shows in
@@ -130,6 +153,16 @@ operations::endpoint_policies policies_of(const policy_flags& f) {
     p.secret_headers = std::move(lines);
   }
   auto text = [](const std::string& v) { return v == "none" ? std::nullopt : std::optional<std::string>(v); };
+  if (f.o_token_url->count() && f.token_url == "none") {  // all of them go
+    p.oauth_token_url = p.oauth_client_id = p.oauth_client_secret = p.oauth_scope = std::optional<std::string>();
+  } else if (f.o_token_url->count()) {
+    p.oauth_token_url = f.token_url;
+  }
+  if (f.o_client_id->count()) p.oauth_client_id = f.client_id;
+  if (f.o_client_secret->count()) p.oauth_client_secret = f.client_secret;
+  if (f.o_client_secret_file->count()) p.oauth_client_secret = read_secret_file(f.client_secret_file, "--oauth-client-secret-file");
+  if (f.o_scope->count()) p.oauth_scope = text(f.scope);
+  if (f.o_proxy->count()) p.proxy = text(f.proxy);
   if (f.o_filter->count()) p.filter = text(f.filter);
   if (f.o_max_rate->count()) p.max_rate = text(f.max_rate);
   if (f.o_rate_burst->count()) {
@@ -204,7 +237,7 @@ int add(const add_args& a) {
   if (!delivery::parse_secrets(secret))
     throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
   const auto policies = policies_of(a.policy);
-  operations::check_new(policies);
+  operations::check_new(policies, a.url);
   blocking_db db(a.database_url);
   operations::require_schema(db);
   const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
@@ -215,8 +248,9 @@ int add(const add_args& a) {
   for (auto& v : operations::column_values(policies)) p.push_back(std::move(v));
   auto r = db.exec(
       "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
-      "contact_endpoint_id, headers, secret_headers, filter, max_rate, rate_burst) VALUES ($1, $2, $3, $4::int, "
-      "$5::text[], $6, $7, $8::bigint, $9::text[], $10::text[], $11, $12, $13::int) RETURNING id",
+      "contact_endpoint_id, headers, secret_headers, filter, max_rate, rate_burst, oauth_token_url, oauth_client_id, "
+      "oauth_client_secret, oauth_scope, proxy) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint, "
+      "$9::text[], $10::text[], $11, $12, $13::int, $14, $15, $16, $17, $18) RETURNING id",
       p);
   std::cout << "id: " << r.value(0, 0) << "\nsecret: " << shown_secret(secret, a.secret_file) << "\n";
   return 0;

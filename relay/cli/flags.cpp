@@ -86,13 +86,13 @@ shard_spec shard_flag(const std::string& text) {
   return *s;
 }
 
-std::string read_secret_file(const std::string& path) {
+std::string read_secret_file(const std::string& path, const std::string& flag) {
   std::string line;
   if (path == "-") {
     std::getline(std::cin, line);
   } else {
     std::ifstream in(path);
-    if (!in) throw cli_error(fmt::format("--secret-file {}: cannot read it: {}", path, std::strerror(errno)));
+    if (!in) throw cli_error(fmt::format("{} {}: cannot read it: {}", flag, path, std::strerror(errno)));
     std::getline(in, line);
   }
   const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
@@ -100,7 +100,7 @@ std::string read_secret_file(const std::string& path) {
   const auto first = std::find_if_not(line.begin(), line.end(), blank);
   line.erase(line.begin(), first);
   if (line.empty())
-    throw cli_error(fmt::format("--secret-file {}: no secret in it (the first line holds the whsec_… secret)",
+    throw cli_error(fmt::format("{} {}: no secret in it (the first line holds the secret)", flag,
                                 path == "-" ? "- (stdin)" : path));
   return line;
 }

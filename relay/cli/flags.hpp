@@ -45,7 +45,7 @@ shard_spec shard_flag(const std::string& text);
 /// --secret-file FILE: the secret is the file's first line, blanks around it trimmed; "-" reads
 /// that line from stdin. A secret given this way stays out of the process list and the shell's
 /// history (--secret does not). Throws cli_error naming the flag if it cannot be read or is empty.
-std::string read_secret_file(const std::string& path);
+std::string read_secret_file(const std::string& path, const std::string& flag = "--secret-file");
 
 /// "" → std::nullopt (an optional text flag left out), else the text.
 std::optional<std::string> text_or_null(const std::string& text);

@@ -124,6 +124,48 @@ bool endpoint::subscribed(std::string_view event_type) const {
 
 namespace {
 
+/// The oauth_* and proxy columns (migration 014): the endpoint's OAuth2 client and its target's
+/// egress. Both are for HTTP endpoints; the token endpoint leaves the way the endpoint does.
+template <class Fail>
+void resolve_egress(endpoint& e, Fail& fail) {
+  e.oauth.reset();
+  const auto& p = e.policies;
+  delivery::http_target* http = e.target && e.target->kind == delivery::sink_kind::http ? &e.target->http : nullptr;
+  if (p.proxy) {
+    std::string why;
+    if (!http) {
+      fail("invalid endpoint proxy: a proxy is for http(s) endpoints only");
+    } else if (*p.proxy == "direct") {
+      http->egress = delivery::egress_route::direct;
+    } else if (auto proxy = delivery::parse_proxy_url(*p.proxy, &why)) {
+      http->egress = delivery::egress_route::proxy;
+      http->proxy = *proxy;
+    } else {
+      fail("invalid endpoint proxy: " + why);
+    }
+  }
+  if (!p.oauth_token_url && !p.oauth_client_id && !p.oauth_client_secret) return;
+  if (!p.oauth_token_url || !p.oauth_client_id || !p.oauth_client_secret)
+    return fail("invalid endpoint OAuth2 settings: a token URL, a client id and a client secret go together");
+  if (!http) return fail("invalid endpoint OAuth2 settings: OAuth2 is for http(s) endpoints only");
+  auto token_target = delivery::parse_url(*p.oauth_token_url);
+  if (!token_target) return fail("invalid endpoint OAuth2 token URL: " + delivery::redact_url(*p.oauth_token_url));
+  const auto named = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [](const auto& h) {
+      return std::equal(h.first.begin(), h.first.end(), std::string_view("authorization").begin(),
+                        std::string_view("authorization").end(),
+                        [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+    });
+  };
+  if (named(e.headers) || named(e.secret_headers))
+    return fail("invalid endpoint OAuth2 settings: the endpoint also sets an Authorization header");
+  token_target->private_network_allowed = http->private_network_allowed;
+  token_target->egress = http->egress;
+  token_target->proxy = http->proxy;
+  e.oauth = delivery::oauth2_client{std::move(*token_target), *p.oauth_client_id, *p.oauth_client_secret,
+                                    p.oauth_scope.value_or("")};
+}
+
 /// headers, secret_headers, filter, max_rate from e.policies; the first unusable one is the
 /// endpoint's config_error (its deliveries end dead with it rather than go out without them).
 void resolve_policies(endpoint& e) {
@@ -159,6 +201,7 @@ void resolve_policies(endpoint& e) {
     if (auto r = delivery::parse_rate(*e.policies.max_rate)) e.max_rate = *r;
     else fail("invalid endpoint max_rate: " + *e.policies.max_rate);
   }
+  resolve_egress(e, fail);
 }
 
 }  // namespace
@@ -233,6 +276,11 @@ void take_endpoint_policies(Take& take, endpoint& e) {
   take("secret_headers", text(e.policies.secret_headers));
   take("filter", text(e.policies.filter));
   take("max_rate", text(e.policies.max_rate));
+  take("oauth_token_url", text(e.policies.oauth_token_url));
+  take("oauth_client_id", text(e.policies.oauth_client_id));
+  take("oauth_client_secret", text(e.policies.oauth_client_secret));
+  take("oauth_scope", text(e.policies.oauth_scope));
+  take("proxy", text(e.policies.proxy));
   take("rate_burst", [&](std::optional<std::string_view> s) {
     int n = 0;
     if (s) std::from_chars(s->data(), s->data() + s->size(), n);

@@ -5,6 +5,7 @@
 #include "delivery/destination.hpp"
 #include "delivery/http_client.hpp"
 #include "delivery/job.hpp"
+#include "delivery/oauth2.hpp"
 #include "delivery/rate_limit.hpp"
 #include "delivery/signing.hpp"
 #include "relay/core/payload_filter.hpp"
@@ -98,10 +99,11 @@ struct endpoint {
   std::vector<int> defer_statuses;
   int max_deferrals = 0;
   std::vector<std::chrono::milliseconds> retry_schedule;
-  /// The columns of migration 012 as stored (text; nullopt: NULL), from which resolve_endpoint
-  /// derives headers, secret_headers, filter and max_rate.
+  /// The columns of migrations 012 and 014 as stored (text; nullopt: NULL), from which
+  /// resolve_endpoint derives headers, secret_headers, filter, max_rate, oauth and the target's egress.
   struct policy_columns {
     std::optional<std::string> headers, secret_headers, filter, max_rate;
+    std::optional<std::string> oauth_token_url, oauth_client_id, oauth_client_secret, oauth_scope, proxy;
     bool operator==(const policy_columns&) const = default;
   } policies;
   /// walhook.endpoints.headers / secret_headers (migration 012): sent on every attempt after
@@ -113,6 +115,9 @@ struct endpoint {
   /// walhook.endpoints.max_rate / rate_burst (migration 012): attempts started at most at this rate.
   std::optional<delivery::rate> max_rate;
   int rate_burst = 0;  ///< 0: the whole rate at once
+  /// walhook.endpoints.oauth_* (migration 014): each attempt carries a bearer token from this
+  /// client's token endpoint (delivery/oauth2.hpp). HTTP endpoints only.
+  std::optional<delivery::oauth2_client> oauth;
   std::string config_error;  ///< non-empty: URL, secret, headers or filter unusable
   /// Removed in the stream (DELETE, TRUNCATE, a changed id): nothing new is routed to it, and the
   /// work routed before the removal gets one attempt each — a failure ends dead, never retried.
@@ -138,7 +143,8 @@ std::vector<endpoint> endpoints_from_table(const std::vector<std::string>& colum
                                            const std::vector<std::vector<std::optional<std::string>>>& rows);
 
 /// Fills target/keys/config_error from url and secret, and headers/secret_headers/filter/
-/// max_rate from `policies` (a value walhook cannot use is a config_error too). The target of an inbox destination
+/// max_rate/oauth and the target's egress (the proxy column: "direct" or http://host:port) from
+/// `policies` (a value walhook cannot use is a config_error too). The target of an inbox destination
 /// (is_inbox_tenant) may reach private networks (private_network_allowed): its handler is the
 /// operator's own, set by `walhook inbox source`; every other endpoint's is guarded.
 void resolve_endpoint(endpoint& e);

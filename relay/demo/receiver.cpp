@@ -16,7 +16,9 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <tuple>
 #include <utility>
 
 namespace walhook::relay {
@@ -116,7 +118,9 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
         rec.signature_valid = delivery::verify(b.keys, rec.webhook_id, rec.webhook_timestamp, req.body(), rec.webhook_signature);
       bool keep_alive = req.keep_alive();
       if (keep_bodies) rec.body = std::move(req.body());
-      const bool answered = co_await answer(*stream, buffer, req.version(), b, status, keep_alive);
+      std::optional<std::string> json;
+      if (b.respond) std::tie(status, json) = b.respond(rec);
+      const bool answered = co_await answer(*stream, buffer, req.version(), b, status, keep_alive, json);
       rec.status = answered ? status : 0;
       end_request(rec);
       if (!keep_alive || !answered) {
@@ -152,7 +156,8 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
   /// Answers with `status` after the behaviour's delay — or never (until the peer closes or stop()
   /// closes the socket). Returns whether the answer was written; a failed write ends keep-alive.
   asio::awaitable<bool> answer(beast::tcp_stream& stream, beast::flat_buffer& buffer, unsigned version,
-                               const receiver_behaviour& b, unsigned status, bool& keep_alive) {
+                               const receiver_behaviour& b, unsigned status, bool& keep_alive,
+                               const std::optional<std::string>& json = std::nullopt) {
     if (b.never_answer) {
       // Wakes when the peer closes (read fails) or stop() closes the socket.
       auto [rec_ec, rn] = co_await stream.async_read_some(buffer.prepare(1), tuple_awaitable);
@@ -170,6 +175,10 @@ struct receiver::impl : std::enable_shared_from_this<impl> {
     if (status >= 300 && !b.retry_after.empty()) res.set(http::field::retry_after, b.retry_after);
     if (status >= 300 && status < 400 && !b.location.empty()) res.set(http::field::location, b.location);
     res.body() = status < 300 ? "ok" : "error";
+    if (json) {
+      res.set(http::field::content_type, "application/json");
+      res.body() = *json;
+    }
     res.keep_alive(keep_alive);
     res.prepare_payload();
     auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);

@@ -23,6 +23,8 @@
 
 namespace walhook::relay {
 
+struct received_request;
+
 struct receiver_behaviour {
   std::vector<unsigned> script;          ///< statuses of the first requests, in order
   unsigned status = 200;                 ///< then this
@@ -35,6 +37,10 @@ struct receiver_behaviour {
   std::string fail_marker;               ///< requests whose body contains this…
   unsigned fail_times = 0;               ///< …answer fail_status this many times first
   unsigned fail_status = 500;
+  /// When set, decides the answer itself — a status and a JSON body — from the request (its
+  /// headers and body, as recorded); the fields above but delay and never_answer are then unused.
+  /// Called on the receiver's executor. (Tests play an OAuth2 token endpoint with it.)
+  std::function<std::pair<unsigned, std::string>(const received_request&)> respond;
 };
 
 struct received_request {

@@ -20,6 +20,7 @@
 #include "common/task_group.hpp"
 #include "common/time.hpp"
 #include "common/wake_signal.hpp"
+#include "delivery/oauth2.hpp"
 #include "delivery/outcome_class.hpp"
 #include "delivery/policy.hpp"
 #include "delivery/scheduler.hpp"
@@ -251,6 +252,10 @@ class dispatcher {
   /// (subject or routing key rendered from the event; a value it lacks is bad_message).
   boost::asio::awaitable<delivery::post_result> send(std::int64_t id, const endpoint& ep, const delivery::event& ev,
                                                      sys_time sent_at);
+  /// The POST with an OAuth2 bearer token for `client` (delivery/oauth2.hpp); on a 401, once more
+  /// with a new token. No token: transport_errc::auth_failed.
+  boost::asio::awaitable<delivery::post_result> send_with_token(std::int64_t id, delivery::oauth2_client client,
+                                                                delivery::http_target target, delivery::http_request req);
   endpoint_load load_of(std::int64_t id) const;
   void finished(std::int64_t endpoint_id, steady_time now, std::optional<steady_time::duration> took);
   // dispatcher_claims.cpp
@@ -267,6 +272,7 @@ class dispatcher {
   sql::store& store_;
   delivery::transport& transport_;
   const clock_source& clock_;
+  delivery::oauth2_tokens tokens_{clock_};  ///< endpoints' OAuth2 access tokens (migration 014)
   hooks hooks_;
   cursor_hooks cursor_hooks_;
   delivery::event_budget events_;

@@ -120,7 +120,11 @@ void dispatcher::admit_claimed(sql::claimed_delivery c) {
 
 void dispatcher::endpoint_changed(const endpoint_change& c) {
   const endpoint* ep = directory_.find(c.id);
-  if (c.removed || c.url_changed) transport_.forget(std::to_string(c.id));
+  if (c.removed || c.url_changed) {
+    transport_.forget(std::to_string(c.id));
+    transport_.forget("oauth2:" + std::to_string(c.id));  // its token endpoint's connections
+  }
+  if (c.removed) tokens_.forget(std::to_string(c.id));
   if (c.removed) {
     // Deliveries to a removed endpoint have nowhere to go: stream ones are done, persisted ones dead.
     for (auto& j : sched_.drain(c.id)) {

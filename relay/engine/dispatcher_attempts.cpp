@@ -77,7 +77,8 @@ asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const e
   const delivery::destination& to = *ep.target;
   if (to.kind == delivery::sink_kind::http) {
     delivery::http_request req{ev.body, std::move(headers)};
-    co_return co_await transport_.async_post(std::to_string(id), to.http, req);
+    if (!ep.oauth) co_return co_await transport_.async_post(std::to_string(id), to.http, req);
+    co_return co_await send_with_token(id, *ep.oauth, to.http, std::move(req));
   }
   // A broker: the same body and signature, the event's identity in the message's own fields.
   delivery::broker_message m;
@@ -93,6 +94,24 @@ asio::awaitable<delivery::post_result> dispatcher::send(std::int64_t id, const e
   if (ev.aggregate_id) m.headers.emplace_back("walhook-aggregate-id", *ev.aggregate_id);
   if (ev.aggregate_type) m.headers.emplace_back("walhook-aggregate-type", *ev.aggregate_type);
   co_return co_await transport_.async_publish(std::to_string(id), to.broker, m, options_.broker_deadline);
+}
+
+asio::awaitable<delivery::post_result> dispatcher::send_with_token(std::int64_t id, delivery::oauth2_client client,
+                                                                  delivery::http_target target,
+                                                                  delivery::http_request req) {
+  const std::string key = std::to_string(id);
+  auto token = co_await tokens_.bearer(transport_, key, client);
+  if (!token) co_return token.error();
+  req.headers.emplace_back("Authorization", "Bearer " + *token);
+  auto answer = co_await transport_.async_post(key, target, req);
+  if (!answer || answer->status != 401) co_return answer;
+  // Refused: the token may have been revoked before it expired. Once more with a new one (an
+  // attempt that already got one since is given that, not another).
+  const std::string rejected = *token;
+  token = co_await tokens_.bearer(transport_, key, client, rejected);
+  if (!token) co_return token.error();
+  req.headers.back().second = "Bearer " + *token;
+  co_return co_await transport_.async_post(key, target, req);
 }
 
 asio::awaitable<void> dispatcher::attempt(std::shared_ptr<running> r) {

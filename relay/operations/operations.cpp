@@ -265,7 +265,8 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
   for (auto& c : u.policies.given()) changed.push_back(std::move(c));
   if (changed.empty())
     throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description, "
-                        "--contact-endpoint, --header, --header-secret, --filter, --max-rate or --rate-burst");
+                        "--contact-endpoint, --header, --header-secret, --filter, --max-rate, --rate-burst, "
+                        "--oauth-token-url, --oauth-client-id, --oauth-client-secret, --oauth-scope or --proxy");
   transaction tx(db);
   const auto row = lock_endpoint(db, endpoint_id);
   if (u.contact_endpoint_id && *u.contact_endpoint_id) check_contact(db, **u.contact_endpoint_id, row.tenant_id);
@@ -280,7 +281,6 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
                u.contact_endpoint_id ? "t" : "f",
                u.contact_endpoint_id ? opt_id(*u.contact_endpoint_id) : std::nullopt};
   auto policies = u.policies;
-  write_policies(db, endpoint_id, policies);
   db.exec(R"sql(
 UPDATE walhook.endpoints
    SET url = coalesce($2, url),
@@ -291,6 +291,9 @@ UPDATE walhook.endpoints
        updated_at = now()
  WHERE id = $1)sql",
           p);
+  // After the URL: OAuth2 and a proxy are refused for a broker, stored or given now.
+  if (u.url && policies.given().empty()) check_update(db, endpoint_id, policies);
+  write_policies(db, endpoint_id, policies);
   tx.commit();
   std::string list;
   for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;

@@ -43,6 +43,11 @@ endpoint_status status_of_row(const pg::query_result& r, int i) {
   s.filter = r.optional_value(i, 27);
   s.max_rate = r.optional_value(i, 28);
   s.rate_burst = r.optional_integer(i, 29);
+  s.oauth_token_url = r.optional_value(i, 30);
+  s.oauth_client_id = r.optional_value(i, 31);
+  if (!r.is_null(i, 32)) s.oauth_client_secret = oauth_secret_shown(std::string(r.value(i, 32)), std::string(r.value(i, 15)));
+  s.oauth_scope = r.optional_value(i, 33);
+  s.proxy = r.optional_value(i, 34);
   return s;
 }
 

@@ -58,6 +58,9 @@ struct endpoint_status {
   std::optional<std::string> filter;
   std::optional<std::string> max_rate;
   std::optional<std::int64_t> rate_burst;
+  /// Migration 014: the OAuth2 token URL, client id, the client secret's fingerprint only
+  /// (oauth_secret_shown) and scope; the proxy ("direct", http://host:port; nullopt: walhook run's).
+  std::optional<std::string> oauth_token_url, oauth_client_id, oauth_client_secret, oauth_scope, proxy;
 };
 
 /// An endpoint's place in the worst-first order, which does not move while its state does not

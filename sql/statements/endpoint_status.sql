@@ -12,7 +12,8 @@
 -- key's first member: the oldest pending age's start in microseconds since 1970 (the largest
 -- bigint if none), which, unlike the age, stays the same from one page to the next; then the
 -- headers (JSON array text), the secret headers (text[]: only their fingerprints are shown),
--- filter (JSON text), max_rate and rate_burst (migration 012).
+-- filter (JSON text), max_rate and rate_burst (migration 012); then oauth_token_url,
+-- oauth_client_id, oauth_client_secret (only its fingerprint is shown), oauth_scope and proxy (014).
 -- Counts and age leave out rows older than the endpoint: a removed endpoint's that had the same id.
 SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.paused_until > now(), false), h.paused_until,
@@ -21,7 +22,8 @@ SELECT e.id, e.tenant_id, e.url, e.status, e.max_concurrency,
        coalesce(h.consecutive_failures, 0), h.last_status, h.last_error, h.disabled_reason, e.secret,
        array_to_json(e.event_types)::text, e.ordering, e.description, e.contact_endpoint_id, e.secret_grace_until,
        cur.entered_at, coalesce(cur.events_drained, 0), coalesce(owed.n, 0), k.since_us,
-       array_to_json(e.headers)::text, e.secret_headers, e.filter::text, e.max_rate, e.rate_burst
+       array_to_json(e.headers)::text, e.secret_headers, e.filter::text, e.max_rate, e.rate_burst,
+       e.oauth_token_url, e.oauth_client_id, e.oauth_client_secret, e.oauth_scope, e.proxy
   FROM walhook.endpoints e
   LEFT JOIN walhook.endpoint_cursors cur ON cur.endpoint_id = e.id AND cur.tenant_id = e.tenant_id
   LEFT JOIN walhook.endpoint_health h ON h.endpoint_id = e.id

@@ -6,26 +6,29 @@
 -- creation snapshot: every event it was owed before its removal still reaches it; and its
 -- secret_grace_until: each of its secrets signs what is left for it; nor its inbox policies: it
 -- gets one attempt per delivery, never a retry; nor a filter or a rate: what it was owed is
--- routed already, and it is sent at once. Its headers it keeps: a receiver may check them.)
+-- routed already, and it is sent at once. Its headers, OAuth2 client and proxy it keeps: a
+-- receiver may check them.)
 -- $1, $2: shard count and index (relay/core/shard.hpp; count <= 1: every endpoint), the endpoints of
 -- this shard's tenants only.
 WITH removed AS (
   SELECT DISTINCT ON (id) id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
-         headers, secret_headers
+         headers, secret_headers, oauth_token_url, oauth_client_id, oauth_client_secret, oauth_scope, proxy
     FROM walhook.endpoints_removed
    ORDER BY id, removal_id
 )
 SELECT id, tenant_id, url, secret, event_types, max_concurrency, status, ordering,
        NULL::bigint AS contact_endpoint_id, NULL::text AS created_snapshot, NULL::timestamptz AS secret_grace_until,
        NULL::smallint[] AS defer_statuses, NULL::integer AS max_deferrals, NULL::integer[] AS retry_schedule_ms,
-       headers, secret_headers, NULL::text AS filter, NULL::text AS max_rate, NULL::integer AS rate_burst
+       headers, secret_headers, NULL::text AS filter, NULL::text AS max_rate, NULL::integer AS rate_burst,
+       oauth_token_url, oauth_client_id, oauth_client_secret, oauth_scope, proxy
   FROM removed
  WHERE $1::int <= 1 OR (hashtext(tenant_id) & 2147483647) % $1::int = $2::int
 UNION ALL
 SELECT e.id, e.tenant_id, e.url, e.secret, e.event_types, e.max_concurrency, e.status, e.ordering,
        e.contact_endpoint_id, e.created_snapshot::text AS created_snapshot, e.secret_grace_until,
        e.defer_statuses, e.max_deferrals, e.retry_schedule_ms,
-       e.headers, e.secret_headers, e.filter, e.max_rate, e.rate_burst
+       e.headers, e.secret_headers, e.filter, e.max_rate, e.rate_burst,
+       e.oauth_token_url, e.oauth_client_id, e.oauth_client_secret, e.oauth_scope, e.proxy
   FROM walhook.endpoints e
  WHERE NOT EXISTS (SELECT 1 FROM removed r WHERE r.id = e.id)
    AND ($1::int <= 1 OR (hashtext(e.tenant_id) & 2147483647) % $1::int = $2::int)

@@ -219,3 +219,34 @@ TEST_CASE("proxy: walhook run --proxy delivers through it") {
   CHECK(proxy.log().find("CONNECT 127.0.0.1:" + std::to_string(s.rcv->port())) != std::string::npos);
   CHECK(walhook.stop() == 0);
 }
+
+TEST_CASE("proxy: an endpoint's own --proxy wins over walhook run --proxy: direct, or a proxy of its own") {
+  tinyproxy own;
+  const std::string dead = fmt::format("http://127.0.0.1:{}", relay::free_tcp_port());  // walhook run's: down
+  test::scenario s("proxy_endpoint");
+  auto walhook = s.start_walhook({"--proxy", dead});
+  REQUIRE(test::eventually([&] { return s.streaming(); }, 20s));
+  std::string out;
+  auto add = [&](const std::string& path, std::vector<std::string> flags) {
+    std::vector<std::string> args{"endpoint", "add", "--tenant", "acme", "--url", s.rcv->url(path), "--database-url", s.url};
+    args.insert(args.end(), flags.begin(), flags.end());
+    REQUIRE(test::run_walhook(args, out) == 0);
+    return s.value("SELECT max(id) FROM walhook.endpoints");
+  };
+  add("/direct", {"--proxy", "direct"});
+  add("/own", {"--proxy", own.url()});
+  const auto usual = add("/usual", {});
+  s.publish("acme", "order.paid", R"({"n": 1})");
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/direct").size() == 1 && s.received("/own").size() == 1; }, 20s),
+                  walhook.log_tail());
+  CHECK(own.log().find("CONNECT 127.0.0.1:" + std::to_string(s.rcv->port())) != std::string::npos);
+  // The one without its own goes the way walhook run says — through the proxy that is down.
+  const std::string failed = "SELECT last_error FROM walhook.deliveries WHERE endpoint_id = $1 AND status = 'pending'";
+  REQUIRE(test::eventually([&] { return !s.value(failed, {usual}).empty(); }, 20s));
+  CHECK(s.value(failed, {usual}).find("proxy 127.0.0.1:") != std::string::npos);
+  CHECK(s.received("/usual", 0).empty());
+  // Sent direct from now on: the change reaches walhook through the stream, the retry goes.
+  REQUIRE(test::run_walhook({"endpoint", "update", usual, "--proxy", "direct", "--database-url", s.url}, out) == 0);
+  REQUIRE_MESSAGE(test::eventually([&] { return s.received("/usual").size() == 1; }, 30s), walhook.log_tail());
+  CHECK(walhook.stop() == 0);
+}

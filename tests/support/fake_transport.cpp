@@ -56,6 +56,17 @@ void fake_transport::answer(std::size_t i, unsigned status, std::string retry_af
   p.timer.cancel();
 }
 
+void fake_transport::answer_with_body(std::size_t i, unsigned status, std::string body) {
+  auto& p = *calls_.at(i);
+  if (p.c.answered) throw std::logic_error("call answered twice");
+  delivery::http_response r;
+  r.status = status;
+  if (p.c.request.keep_body) r.body = std::move(body);
+  p.result = r;
+  p.c.answered = true;
+  p.timer.cancel();
+}
+
 void fake_transport::fail(std::size_t i, delivery::transport_errc e) {
   auto& p = *calls_.at(i);
   if (p.c.answered) throw std::logic_error("call answered twice");

@@ -44,6 +44,8 @@ class fake_transport final : public delivery::transport {
   std::size_t waiting() const;
   /// Answers call i with an HTTP status (and a Retry-After header, if given).
   void answer(std::size_t i, unsigned status, std::string retry_after = {});
+  /// Answers call i with an HTTP status and a response body (kept only if the request asked: keep_body).
+  void answer_with_body(std::size_t i, unsigned status, std::string body);
   /// Fails call i with a transport error.
   void fail(std::size_t i, delivery::transport_errc e);
   /// Answers every waiting call with `status`.

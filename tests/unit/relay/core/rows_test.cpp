@@ -656,3 +656,55 @@ TEST_CASE("event_from_row: a row an outbox bridge could not map (rejected) ends 
   REQUIRE(ev.has_value());
   CHECK(why == "the outbox bridge could not map app.outbox row 43: the event type is NULL");
 }
+
+TEST_CASE("resolve_endpoint: the proxy column sets the target's egress; OAuth2 settings make a client, or a config_error") {
+  auto resolved = [](std::string url, endpoint::policy_columns p) {
+    endpoint e;
+    e.id = 1;
+    e.tenant_id = "t";
+    e.url = std::move(url);
+    e.secret = walhook::delivery::generate_secret();
+    e.policies = std::move(p);
+    resolve_endpoint(e);
+    return e;
+  };
+  auto proxy = [](std::string v) {
+    endpoint::policy_columns p;
+    p.proxy = std::move(v);
+    return p;
+  };
+  auto e = resolved("https://hooks.example/in", proxy("direct"));
+  CHECK(e.config_error.empty());
+  CHECK(e.target->http.egress == walhook::delivery::egress_route::direct);
+  e = resolved("https://hooks.example/in", proxy("http://proxy.internal:3128"));
+  CHECK(e.target->http.egress == walhook::delivery::egress_route::proxy);
+  CHECK(e.target->http.proxy == walhook::delivery::http_proxy{"proxy.internal", "3128"});
+  CHECK(resolved("https://hooks.example/in", endpoint::policy_columns()).target->http.egress == walhook::delivery::egress_route::client);
+  CHECK(resolved("https://hooks.example/in", proxy("socks5://p:1")).config_error.find("invalid endpoint proxy") == 0);
+  CHECK(resolved("nats://127.0.0.1:4222/ev", proxy("direct")).config_error ==
+        "invalid endpoint proxy: a proxy is for http(s) endpoints only");
+
+  endpoint::policy_columns oauth = proxy("direct");
+  oauth.oauth_token_url = "https://auth.example/token";
+  oauth.oauth_client_id = "c";
+  oauth.oauth_client_secret = "s";
+  oauth.oauth_scope = "a b";
+  e = resolved("https://hooks.example/in", oauth);
+  REQUIRE(e.oauth.has_value());
+  CHECK(e.config_error.empty());
+  CHECK(e.oauth->token_target.host == "auth.example");
+  CHECK(e.oauth->token_target.egress == walhook::delivery::egress_route::direct);  // the token leaves as the attempts do
+  CHECK(e.oauth->scope == "a b");
+  auto half = oauth;
+  half.oauth_client_secret.reset();
+  CHECK(resolved("https://hooks.example/in", half).config_error ==
+        "invalid endpoint OAuth2 settings: a token URL, a client id and a client secret go together");
+  CHECK_FALSE(resolved("https://hooks.example/in", half).oauth.has_value());
+  auto with_header = oauth;
+  with_header.secret_headers = "{\"AUTHORIZATION: Bearer x\"}";
+  CHECK(resolved("https://hooks.example/in", with_header).config_error ==
+        "invalid endpoint OAuth2 settings: the endpoint also sets an Authorization header");
+  auto bad_url = oauth;
+  bad_url.oauth_token_url = "file:///etc/passwd";
+  CHECK(resolved("https://hooks.example/in", bad_url).config_error.find("invalid endpoint OAuth2 token URL") == 0);
+}

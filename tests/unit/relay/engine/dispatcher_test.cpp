@@ -338,7 +338,7 @@ TEST_CASE("dispatcher: an endpoint removed while its attempt runs — a stream d
   f.run();
   REQUIRE(f.transport.calls() == 2);
   f.d->endpoint_changed(*f.directory.remove(1));
-  CHECK(f.transport.forgotten == std::vector<std::string>{"1"});
+  CHECK(f.transport.forgotten == std::vector<std::string>{"1", "oauth2:1"});  // its token endpoint's pool too
   f.transport.answer_all(200);
   f.run();
   CHECK(f.tracker.confirmable() == end);
@@ -811,4 +811,57 @@ TEST_CASE("dispatcher: a rotation's old secret stops signing when the grace ends
   CHECK(verifies(1, fresh));
   CHECK_FALSE(verifies(1, old));
   CHECK(f.transport.at(1).header("webhook-signature").find(' ') == std::string::npos);  // one signature
+}
+
+TEST_CASE("dispatcher: an OAuth2 endpoint's attempt asks for a token first, sends it as Bearer, and on a 401 once more with a new one") {
+  dispatcher_fixture f;
+  relay::endpoint e = *f.directory.find(f.add_endpoint(1).id);
+  e.policies.oauth_token_url = "https://auth.example/token";
+  e.policies.oauth_client_id = "c";
+  e.policies.oauth_client_secret = "s";
+  relay::resolve_endpoint(e);
+  REQUIRE(e.oauth.has_value());
+  f.apply(e);
+  auto end = f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  CHECK(f.transport.at(0).pool_key == "oauth2:1");
+  f.transport.answer_with_body(0, 200, R"({"access_token":"t1","token_type":"Bearer","expires_in":600})");
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  CHECK(f.transport.at(1).pool_key == "1");
+  CHECK(f.transport.at(1).header("Authorization") == "Bearer t1");
+  f.transport.answer(1, 401);
+  f.run();
+  REQUIRE(f.transport.calls() == 3);
+  CHECK(f.transport.at(2).pool_key == "oauth2:1");
+  f.transport.answer_with_body(2, 200, R"({"access_token":"t2","token_type":"Bearer","expires_in":600})");
+  f.run();
+  REQUIRE(f.transport.calls() == 4);
+  CHECK(f.transport.at(3).header("Authorization") == "Bearer t2");
+  f.transport.answer(3, 200);
+  f.run();
+  CHECK(f.store.queued.empty());  // one attempt, delivered: nothing written
+  CHECK(f.tracker.confirmable() == end);
+  CHECK(f.d->stats().delivered == 1);
+
+  // A second 401 is the attempt's answer: a failed attempt, not a third token.
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 5);
+  CHECK(f.transport.at(4).header("Authorization") == "Bearer t2");
+  f.transport.answer(4, 401);
+  f.run();
+  REQUIRE(f.transport.calls() == 6);
+  f.transport.answer_with_body(5, 200, R"({"access_token":"t3","token_type":"Bearer","expires_in":600})");
+  f.run();
+  REQUIRE(f.transport.calls() == 7);
+  f.transport.answer(6, 401);
+  f.run();
+  CHECK(f.transport.calls() == 7);
+  auto upserts = f.store.queued_of<sql::upsert_delivery>();
+  REQUIRE(upserts.size() == 1);
+  CHECK(upserts[0].outcome.status == sql::delivery_status::pending);
+  CHECK(upserts[0].outcome.attempts == 1);
+  CHECK(upserts[0].outcome.last_status == 401);
 }
