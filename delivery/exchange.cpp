@@ -100,6 +100,12 @@ asio::awaitable<exchange_outcome> exchange_on(Stream& stream, connection& conn, 
   // 101 would switch protocols: whatever follows is not HTTP/1.1 any more.
   const bool keep_alive = res.keep_alive() && out.response.status != 101;
   if (keep_body && !parser->is_done()) {
+    // Beast holds Content-Length to body_limit only while parsing the header (and reserves that
+    // much for the body): a larger one is refused here, unread.
+    if (parser->content_length() && *parser->content_length() > body_cap) {
+      out.ec = err(transport_errc::protocol_error);
+      co_return out;
+    }
     parser->body_limit(body_cap);
     const auto [body_ec, body_bytes] = co_await http::async_read(stream, conn.buffer, *parser, use_tuple);
     if (body_ec || stopped) {

@@ -340,6 +340,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
                                 "cannot resolve the proxy host " + proxy->host + ": " + at.error().text());
     }
     dial = std::move(*at);
+    // An endpoint's own proxy is a tenant's setting now (migration 014): never a metadata service.
+    std::erase_if(dial, [](const tcp::endpoint& e) { return is_metadata_address(e.address()); });
+    if (dial.empty())
+      co_return transport_error(transport_errc::proxy_failed, "the proxy host " + proxy->host + " is a cloud metadata address");
   }
 
   auto conn = std::make_unique<connection>();
@@ -413,9 +417,10 @@ asio::awaitable<boost::system::result<std::unique_ptr<connection>, transport_err
 }
 
 asio::awaitable<post_result> run_post(std::shared_ptr<client_core> core, std::string pool_key, http_target target,
-                                      request_message req, bool keep_body, steady_clock::time_point start) {
+                                      request_message req, bool keep_body, steady_clock::time_point start,
+                                      steady_clock::duration total) {
   if (core->stopped) co_return err(transport_errc::cancelled);
-  const auto at = start + core->options.total_deadline;
+  const auto at = start + total;
   call_context call{*core, at - core->options.clock->steady_now()};
   const call_deadline deadline{core->options.clock, start, at, &call.timed_out};
   const origin_key origin{target.tls, target.host, target.port};
@@ -471,7 +476,12 @@ boost::asio::awaitable<post_result> http_client::async_post(const std::string& p
   std::shared_ptr<http_detail::client_core> core = impl_;
   auto req = build_request(core->options.user_agent, target, request);
   if (!req) co_return req.error();
-  co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), request.keep_body, start);
+  // Before the call: its arguments are evaluated in no set order, and `core` is moved.
+  const steady_clock::duration total =
+      request.deadline ? std::min<steady_clock::duration>(*request.deadline, core->options.total_deadline)
+                       : steady_clock::duration(core->options.total_deadline);
+  co_return co_await http_detail::run_post(std::move(core), pool_key, target, std::move(*req), request.keep_body, start,
+                                           total);
 }
 
 void http_client::forget(const std::string& pool_key) {

@@ -47,7 +47,7 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
 /// expires_in as a number or a numeric string (some servers quote it); nullopt if neither.
 std::optional<std::int64_t> seconds_of(simdjson::dom::element v) {
   if (std::int64_t n = 0; !v.get(n)) return n;
-  if (double d = 0; !v.get(d)) return d >= 0 && d < 1e12 ? std::optional<std::int64_t>(static_cast<std::int64_t>(d)) : std::nullopt;
+  if (double d = 0; !v.get(d)) return d >= 1 ? std::optional<std::int64_t>(d < 1e12 ? static_cast<std::int64_t>(d) : 1'000'000'000'000) : std::nullopt;
   std::string_view s;
   if (v.get(s)) return std::nullopt;
   std::int64_t n = 0;
@@ -58,6 +58,18 @@ std::optional<std::int64_t> seconds_of(simdjson::dom::element v) {
 
 using token_result = boost::system::result<oauth2_token, std::string>;
 token_result refused(std::string why) { return token_result(boost::system::in_place_error, std::move(why)); }
+
+/// `text` with the client secret, and the Basic credentials token_request makes of it, replaced
+/// by "[redacted]": a token endpoint that echoes what it was sent must not put them in last_error.
+std::string without_credentials(std::string text, const oauth2_client& client) {
+  const std::string encoded = form_encoded(client.client_id) + ":" + form_encoded(client.client_secret);
+  for (const std::string& secret : {base64_encode(encoded), encoded, form_encoded(client.client_secret), client.client_secret}) {
+    if (secret.empty()) continue;
+    for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at))
+      text.replace(at, secret.size(), "[redacted]");
+  }
+  return text;
+}
 
 }  // namespace
 
@@ -111,10 +123,9 @@ struct oauth2_tokens::fetch {
   std::optional<boost::system::result<std::string, transport_error>> result;
 };
 
-asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::bearer(transport& transport,
-                                                                                          std::string key,
-                                                                                          oauth2_client client,
-                                                                                          std::string rejected) {
+asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::bearer(
+    transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline,
+    std::string rejected) {
   auto& e = entries_[key];
   if (e.client != client) e = entry{client, {}, {}, nullptr};  // new credentials: nothing of the old ones is used
   if (!e.token.empty() && e.token != rejected && clock_.steady_now() < e.renew_at) co_return e.token;
@@ -123,15 +134,27 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
     if (pending->result) co_return *pending->result;
     co_return transport_error(transport_errc::cancelled);
   }
-  co_return co_await fetch_token(transport, std::move(key), std::move(client));
+  co_return co_await fetch_token(transport, std::move(key), std::move(client), deadline);
 }
 
-asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::fetch_token(transport& transport,
-                                                                                               std::string key,
-                                                                                               oauth2_client client) {
+asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::fetch_token(
+    transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline) {
   auto f = std::make_shared<fetch>(co_await asio::this_coro::executor);
   entries_[key].pending = f;
-  const http_request request = token_request(client);
+  // However this call ends (an exception too), its waiters wake and the entry stops waiting for it.
+  struct release_on_exit {
+    oauth2_tokens& tokens;
+    const std::string& key;
+    std::shared_ptr<fetch> f;
+    ~release_on_exit() {
+      if (auto it = tokens.entries_.find(key); it != tokens.entries_.end() && it->second.pending == f)
+        it->second.pending.reset();
+      if (!f->result) f->result = transport_error(transport_errc::auth_failed, "the token request was abandoned");
+      f->timer.cancel();
+    }
+  } release{*this, key, f};
+  http_request request = token_request(client);
+  request.deadline = deadline;
   const std::string pool_key = "oauth2:" + key;
   const http_target target = client.token_target;
   const auto started = clock_.steady_now();
@@ -146,16 +169,13 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
     token = std::move(*parsed);
     out = token->access_token;
   }
+  if (!out) out = transport_error(transport_errc::auth_failed, without_credentials(out.error().detail(), client));
   // Kept only for the credentials it was asked with, and only by the entry that asked.
-  if (auto it = entries_.find(key); it != entries_.end() && it->second.pending == f) {
-    it->second.pending.reset();
-    if (token && it->second.client == client) {
-      it->second.token = token->access_token;
-      it->second.renew_at = started + token->expires_in - std::min<std::chrono::seconds>(refresh_margin, token->expires_in / 2);
-    }
+  if (auto it = entries_.find(key); it != entries_.end() && it->second.pending == f && token && it->second.client == client) {
+    it->second.token = token->access_token;
+    it->second.renew_at = started + token->expires_in - std::min<std::chrono::seconds>(refresh_margin, token->expires_in / 2);
   }
   f->result = out;
-  f->timer.cancel();
   co_return out;
 }
 

@@ -64,9 +64,13 @@ class oauth2_tokens {
   /// to it); otherwise one fetched with `transport` (a call already under way is joined, not
   /// repeated). Errors: transport_errc::auth_failed, detail "token endpoint <host>: <why>" (the
   /// token call's transport error, or what parse_token_response says). A failure is not cached.
-  /// `transport` must outlive the awaitable.
+  /// The token call gets `deadline` (what is left of the attempt). `client` must be the
+  /// endpoint's credentials of now: other ones replace the cached entry. `transport` must outlive
+  /// the awaitable. The client secret, and the Basic credentials made of it, never appear in an
+  /// error (a token endpoint may echo them).
   boost::asio::awaitable<boost::system::result<std::string, transport_error>> bearer(
-      transport& transport, std::string key, oauth2_client client, std::string rejected = {});
+      transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline,
+      std::string rejected = {});
 
   /// Drops endpoint `key`'s token (removed, or its credentials changed).
   void forget(const std::string& key) { entries_.erase(key); }
@@ -79,9 +83,8 @@ class oauth2_tokens {
     steady_clock::time_point renew_at{};
     std::shared_ptr<fetch> pending;  ///< the token call under way, if any
   };
-  boost::asio::awaitable<boost::system::result<std::string, transport_error>> fetch_token(transport& transport,
-                                                                                        std::string key,
-                                                                                        oauth2_client client);
+  boost::asio::awaitable<boost::system::result<std::string, transport_error>> fetch_token(
+      transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline);
   const clock_source& clock_;
   std::map<std::string, entry> entries_;
 };

@@ -62,7 +62,7 @@ class transport_category_impl final : public boost::system::error_category {
       case transport_errc::sink_unavailable:
         return "this walhook has no sink for the URL's scheme";
       case transport_errc::proxy_failed:
-        return "the egress proxy did not open a tunnel to the endpoint (walhook run --proxy)";
+        return "the egress proxy did not open a tunnel to the endpoint";
       case transport_errc::auth_failed:
         return "no OAuth2 access token for the endpoint";
     }

@@ -10,6 +10,7 @@
 #include <boost/system/result.hpp>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -95,6 +96,9 @@ struct http_request {
   /// most the client's body cap (a larger one is transport_errc::protocol_error). Otherwise a
   /// small body is read and discarded, a large one never read.
   bool keep_body = false;
+  /// This call's total deadline, when shorter than the transport's own (what is left of an
+  /// attempt that made another call first: an OAuth2 token request). ≤ 0: timeout at once.
+  std::optional<std::chrono::milliseconds> deadline{};
 };
 
 /// What walhook keeps of a response: the status line and the headers that drive policy.

@@ -74,7 +74,7 @@ void write_endpoint(json_writer& j, const operations::endpoint_status& s, const 
   j.key("oauth");
   if (s.oauth_token_url) {
     j.begin_object()
-        .field("token_url", s.oauth_token_url)
+        .field("token_url", delivery::redact_url(*s.oauth_token_url))  // as the endpoint's URL: no query
         .field("client_id", s.oauth_client_id)
         .field("client_secret", s.oauth_client_secret)
         .field("scope", s.oauth_scope)

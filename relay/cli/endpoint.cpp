@@ -158,8 +158,8 @@ operations::endpoint_policies policies_of(const policy_flags& f) {
   } else if (f.o_token_url->count()) {
     p.oauth_token_url = f.token_url;
   }
-  if (f.o_client_id->count()) p.oauth_client_id = f.client_id;
-  if (f.o_client_secret->count()) p.oauth_client_secret = f.client_secret;
+  if (f.o_client_id->count()) p.oauth_client_id = text(f.client_id);
+  if (f.o_client_secret->count()) p.oauth_client_secret = text(f.client_secret);
   if (f.o_client_secret_file->count()) p.oauth_client_secret = read_secret_file(f.client_secret_file, "--oauth-client-secret-file");
   if (f.o_scope->count()) p.oauth_scope = text(f.scope);
   if (f.o_proxy->count()) p.proxy = text(f.proxy);

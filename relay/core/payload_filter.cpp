@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -324,10 +325,69 @@ boost::system::result<payload_filter> payload_filter::compile(std::string_view t
   return f;
 }
 
+namespace {
+
+bool number_char(char c) { return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+
+/// `body` with each integer too large for 64 bits written as a decimal ("…234" → "…234.0"), which
+/// simdjson reads as the nearest double; nullopt if it has none. Strings are left alone (a quote
+/// escaped inside one does not end it).
+std::optional<std::string> widen_big_integers(std::string_view body) {
+  std::string out;
+  std::size_t copied = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < body.size();) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c != '-' && (c < '0' || c > '9')) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < body.size() && number_char(body[end])) ++end;
+    const std::string_view token = body.substr(i, end - i);
+    if (token.find_first_of(".eE") == std::string_view::npos) {
+      const char* last = token.data() + token.size();
+      bool fits = false;
+      if (token.front() == '-') {
+        std::int64_t v = 0;
+        auto [p, ec] = std::from_chars(token.data(), last, v);
+        fits = ec == std::errc{} && p == last;
+      } else {
+        std::uint64_t v = 0;
+        auto [p, ec] = std::from_chars(token.data(), last, v);
+        fits = ec == std::errc{} && p == last;
+      }
+      if (!fits && token != "-") {
+        out.append(body.substr(copied, end - copied)).append(".0");
+        copied = end;
+      }
+    }
+    i = end;
+  }
+  if (copied == 0) return std::nullopt;
+  out.append(body.substr(copied));
+  return out;
+}
+
+}  // namespace
+
 payload_filter::result payload_filter::evaluate(std::string_view body, std::string* why) const {
   thread_local dom::parser parser;
   dom::element root;
-  if (auto e = parser.parse(body.data(), body.size()).get(root)) {
+  auto e = parser.parse(body.data(), body.size()).get(root);
+  std::optional<std::string> widened;
+  // An integer beyond 64 bits anywhere in the body (a large numeric of the payload): compared as
+  // the nearest double rather than the body unreadable, which would end the delivery dead.
+  if (e == simdjson::NUMBER_ERROR && (widened = widen_big_integers(body)))
+    e = parser.parse(widened->data(), widened->size()).get(root);
+  if (e) {
     if (why) *why = std::string("the payload filter cannot read the webhook body: ") + simdjson::error_message(e);
     return result::unreadable;
   }

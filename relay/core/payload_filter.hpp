@@ -12,8 +12,8 @@
 //   $eq, $ne, $in / $nin (an array of scalars), $gt / $gte / $lt / $lte (a number or a string;
 //   compared with a field of the same type only), $exists (true / false), $not (an object of
 //   operators, negated).
-// * Numbers compare by value, exactly (1 equals 1.0; 64-bit integers are never rounded), strings
-//   by bytes; a name given twice in one object is refused; a missing field matches only $ne,
+// * Numbers compare by value, exactly (1 equals 1.0; 64-bit integers are never rounded; an integer
+//   beyond 64 bits, a large numeric, compares as the nearest double), strings by bytes; a name given twice in one object is refused; a missing field matches only $ne,
 //   $nin, $exists: false and a $not of what needs it. A field holding an array matches a scalar
 //   test if one of its elements does (so {"data.tags": "vip"} finds "vip" among the tags).
 // * Limits: 4 KiB of text, 32 clauses, 16 path segments, 256 items in $in / $nin.
@@ -38,8 +38,8 @@ class payload_filter {
   enum class result {
     match,
     no_match,
-    /// simdjson cannot read the body (an integer beyond 64 bits, nesting deeper than 1,024,
-    /// not JSON): neither a match nor not one — walhook ends the delivery dead with `why`
+    /// simdjson cannot read the body (a number beyond a double's range, nesting deeper than
+    /// 1,024, not JSON): neither a match nor not one — walhook ends the delivery dead with `why`
     /// rather than drop or send the event unfiltered.
     unreadable,
   };

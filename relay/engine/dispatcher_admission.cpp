@@ -124,7 +124,7 @@ void dispatcher::endpoint_changed(const endpoint_change& c) {
     transport_.forget(std::to_string(c.id));
     transport_.forget("oauth2:" + std::to_string(c.id));  // its token endpoint's connections
   }
-  if (c.removed) tokens_.forget(std::to_string(c.id));
+  if (c.removed || (ep && !ep->oauth)) tokens_.forget(std::to_string(c.id));
   if (c.removed) {
     // Deliveries to a removed endpoint have nowhere to go: stream ones are done, persisted ones dead.
     for (auto& j : sched_.drain(c.id)) {

@@ -100,17 +100,28 @@ asio::awaitable<delivery::post_result> dispatcher::send_with_token(std::int64_t 
                                                                   delivery::http_target target,
                                                                   delivery::http_request req) {
   const std::string key = std::to_string(id);
-  auto token = co_await tokens_.bearer(transport_, key, client);
+  // The attempt's one deadline (walhook run --deadline-ms) covers its token requests and POSTs.
+  const auto started = clock_.steady_now();
+  auto left = [&] {
+    return options_.broker_deadline - std::chrono::duration_cast<std::chrono::milliseconds>(clock_.steady_now() - started);
+  };
+  auto token = co_await tokens_.bearer(transport_, key, client, left());
   if (!token) co_return token.error();
   req.headers.emplace_back("Authorization", "Bearer " + *token);
+  req.deadline = left();
   auto answer = co_await transport_.async_post(key, target, req);
   if (!answer || answer->status != 401) co_return answer;
   // Refused: the token may have been revoked before it expired. Once more with a new one (an
-  // attempt that already got one since is given that, not another).
+  // attempt that already got one since is given that, not another), for the endpoint's
+  // credentials of now: they may have changed while the POST ran.
+  const endpoint* now = directory_.find(id);
+  if (!now || !now->oauth || left() <= std::chrono::milliseconds::zero()) co_return answer;
+  const delivery::oauth2_client current = *now->oauth;
   const std::string rejected = *token;
-  token = co_await tokens_.bearer(transport_, key, client, rejected);
+  token = co_await tokens_.bearer(transport_, key, current, left(), rejected);
   if (!token) co_return token.error();
   req.headers.back().second = "Bearer " + *token;
+  req.deadline = left();
   co_return co_await transport_.async_post(key, target, req);
 }
 

@@ -16,7 +16,7 @@ ALTER TABLE walhook.endpoints
   ADD COLUMN oauth_client_id text CHECK (octet_length(oauth_client_id) BETWEEN 1 AND 512),
   ADD COLUMN oauth_client_secret text CHECK (octet_length(oauth_client_secret) BETWEEN 1 AND 1024),
   ADD COLUMN oauth_scope text CHECK (octet_length(oauth_scope) <= 1024),
-  ADD COLUMN proxy text CHECK (proxy = 'direct' OR (proxy LIKE 'http://%' AND octet_length(proxy) <= 512)),
+  ADD COLUMN proxy text CHECK (proxy = 'direct' OR (proxy ~* '^http://' AND octet_length(proxy) <= 512)),
   ADD CONSTRAINT endpoints_oauth_together CHECK (
     (oauth_token_url IS NULL) = (oauth_client_id IS NULL) AND (oauth_client_id IS NULL) = (oauth_client_secret IS NULL)
     AND (oauth_scope IS NULL OR oauth_token_url IS NOT NULL));

@@ -62,8 +62,9 @@ std::string basic(const std::string& id, const std::string& secret) {
 TEST_CASE("oauth2: attempts carry a bearer token from the token endpoint; a revoked one is replaced once; the secret is shown nowhere") {
   test::scenario s("endpoint_auth");
   auto server = std::make_shared<auth_server>();
-  const std::string secret = "cs-" + delivery::generate_secret().substr(6, 20);
-  server->expected_basic = basic("walhook-client", secret);  // unreserved characters: form-encoding keeps them
+  std::string secret = "cs-" + delivery::generate_secret().substr(6, 24);
+  std::erase_if(secret, [](char c) { return c == '+' || c == '/' || c == '='; });  // base64's: form-encoded on the wire
+  server->expected_basic = basic("walhook-client", secret);  // unreserved characters only: sent as they are
   relay::receiver_behaviour token_b, hook_b;
   token_b.respond = [server](const relay::received_request& r) { return server->token(r); };
   hook_b.respond = [server](const relay::received_request& r) { return server->hook(r); };
@@ -111,7 +112,7 @@ TEST_CASE("oauth2: attempts carry a bearer token from the token endpoint; a revo
   auto [code, body] = test::http_get(walhook.admin_port(), "/api/endpoints/" + id);
   REQUIRE(code == 200);
   CHECK(body.find(secret) == std::string::npos);
-  CHECK(std::regex_search(body, std::regex(R"("oauth":\{"token_url":"http://127\.0\.0\.1:\d+/token","client_id":"walhook-client","client_secret":"sha256:[0-9a-f]{12}","scope":"events:write"\})")));
+  CHECK(std::regex_search(body, std::regex(R"("oauth":\{"token_url":"http://127\.0\.0\.1:\d+/[^"]*","client_id":"walhook-client","client_secret":"sha256:[0-9a-f]{12}","scope":"events:write"\})")));
   CHECK(walhook.log().find(secret) == std::string::npos);
 
   // The wrong secret: the token endpoint refuses, the attempt fails with its words (and is retried).
@@ -174,6 +175,11 @@ TEST_CASE("oauth2: the CLI refuses settings that do not go together, and none re
                            "--database-url", s.url},
                           out) != 0);
   CHECK(out.find("for http(s) endpoints") != std::string::npos);
+  // none for one of the three would leave the others alone: refused.
+  CHECK(test::run_walhook({"endpoint", "update", id, "--oauth-client-secret", "none", "--database-url", s.url}, out) != 0);
+  CHECK(out.find("go together") != std::string::npos);
+  REQUIRE(test::run_walhook({"endpoint", "update", id, "--proxy", "HTTP://Proxy.Internal:3128", "--database-url", s.url},
+                            out) == 0);
   REQUIRE(test::run_walhook({"endpoint", "update", id, "--oauth-token-url", "none", "--proxy", "none", "--database-url", s.url},
                             out) == 0);
   CHECK(s.value("SELECT count(*) FROM walhook.endpoints WHERE oauth_token_url IS NULL AND oauth_client_id IS NULL AND "

@@ -613,7 +613,12 @@
         ? el('div', { class: 'mono' }, e.headers.map((h) => el('div', {}, h))) : null),
       row('Secret headers', e.secret_headers ? el('span', { class: 'mono' }, e.secret_headers) : null),
       row('Filter', e.filter ? el('code', { class: 'mono' }, e.filter) : 'none: every event'),
-      row('Max rate', e.max_rate ? e.max_rate + (e.rate_burst ? ', burst ' + e.rate_burst : '') : 'none'));
+      row('Max rate', e.max_rate ? e.max_rate + (e.rate_burst ? ', burst ' + e.rate_burst : '') : 'none'),
+      // OAuth2 client credentials and the endpoint's own proxy (migration 014): the secret as a fingerprint.
+      row('OAuth2', e.oauth ? el('div', { class: 'mono' },
+        el('div', {}, e.oauth.token_url), el('div', {}, 'client ' + e.oauth.client_id + ', secret ' + e.oauth.client_secret),
+        e.oauth.scope ? el('div', {}, 'scope ' + e.oauth.scope) : null) : 'none'),
+      row('Proxy', e.proxy ? el('span', { class: 'mono' }, e.proxy) : 'as walhook run says'));
   }
 
   function endpointCounters(e) {

@@ -38,7 +38,7 @@ std::shared_ptr<pending_bearer> ask(asio::io_context& ioc, oauth2_tokens& tokens
   asio::co_spawn(
       ioc,
       [&tokens, &t, c, rejected, p]() -> asio::awaitable<void> {
-        p->result = co_await tokens.bearer(t, "7", c, rejected);
+        p->result = co_await tokens.bearer(t, "7", c, std::chrono::seconds(5), rejected);
       },
       asio::detached);
   ioc.poll();
@@ -199,4 +199,24 @@ TEST_CASE("oauth2: a failed token call is an auth_failed attempt, not cached; ne
   CHECK(f->result->value() == "client-4-token");
   CHECK(ask(ioc, tokens, t, client_of("client 4"))->result->value() == "client-4-token");
   CHECK(t.calls() == 6);
+}
+
+TEST_CASE("oauth2: the token call gets the attempt's deadline; a token endpoint echoing the credentials does not put them in last_error") {
+  asio::io_context ioc;
+  test::fake_transport t(ioc.get_executor());
+  test::manual_clock clock;
+  oauth2_tokens tokens(clock);
+  auto a = ask(ioc, tokens, t, client_of());
+  REQUIRE(t.calls() == 1);
+  REQUIRE(t.at(0).request.deadline.has_value());
+  CHECK(*t.at(0).request.deadline == std::chrono::seconds(5));
+  const std::string basic = t.at(0).header("Authorization");
+  t.answer_with_body(0, 400,
+                     R"({"error":"invalid_request","error_description":"got )" + basic + R"( and s3cr:t&= and s3cr%3At%26%3D"})");
+  run(ioc);
+  REQUIRE_FALSE(a->result->has_value());
+  const auto text = a->result->error().text();
+  CHECK(text.find("s3cr") == std::string::npos);
+  CHECK(text.find(basic.substr(6)) == std::string::npos);
+  CHECK(text.find("got Basic [redacted] and [redacted] and [redacted]") != std::string::npos);
 }

@@ -40,7 +40,7 @@ TEST_CASE("routing_epoch: routes by the event types and filter it had; an unread
   CHECK_FALSE(r.routes("order.refunded", R"({"data": {"id": 9007199254740993, "kind": "a"}})", &why));
   CHECK(r.routes("order.paid", std::nullopt, &why));  // a row that cannot become a body: by type
   why.clear();
-  CHECK(r.routes("order.paid", R"({"data": {"id": 123456789012345678901234567890, "kind": "a"}})", &why));
+  CHECK(r.routes("order.paid", R"({"data": {"id": 1e400, "kind": "a"}})", &why));
   CHECK_FALSE(why.empty());
   routing_epoch all;  // no types, no filter: everything
   CHECK(all.routes("anything", R"({})", nullptr));

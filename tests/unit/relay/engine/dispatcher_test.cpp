@@ -865,3 +865,30 @@ TEST_CASE("dispatcher: an OAuth2 endpoint's attempt asks for a token first, send
   CHECK(upserts[0].outcome.attempts == 1);
   CHECK(upserts[0].outcome.last_status == 401);
 }
+
+TEST_CASE("dispatcher: an OAuth2 attempt's token request and POSTs share its one deadline; the retry after a 401 uses the credentials of now") {
+  dispatcher_fixture f;
+  relay::endpoint e = *f.directory.find(f.add_endpoint(1).id);
+  e.policies.oauth_token_url = "https://auth.example/token";
+  e.policies.oauth_client_id = "c";
+  e.policies.oauth_client_secret = "old";
+  relay::resolve_endpoint(e);
+  f.apply(e);
+  f.transaction({1});
+  f.run();
+  REQUIRE(f.transport.calls() == 1);
+  CHECK(*f.transport.at(0).request.deadline == 5s);  // the whole attempt's (--deadline-ms)
+  f.clock.advance(2s);
+  f.transport.answer_with_body(0, 200, R"({"access_token":"t1","token_type":"Bearer","expires_in":600})");
+  f.run();
+  REQUIRE(f.transport.calls() == 2);
+  CHECK(*f.transport.at(1).request.deadline == 3s);  // what the token request left
+  // The client secret is rotated while the POST runs; its 401 gets a token for the new one.
+  e.policies.oauth_client_secret = "new";
+  relay::resolve_endpoint(e);
+  f.apply(e);
+  f.transport.answer(1, 401);
+  f.run();
+  REQUIRE(f.transport.calls() == 3);
+  CHECK(f.transport.at(2).header("Authorization") == "Basic " + delivery::base64_encode("c:new"));
+}
