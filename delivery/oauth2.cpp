@@ -128,7 +128,8 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
     std::string rejected) {
   auto& e = entries_[key];
   if (e.client != client) e = entry{client, {}, {}, nullptr};  // new credentials: nothing of the old ones is used
-  if (!e.token.empty() && e.token != rejected && clock_.steady_now() < e.renew_at) co_return e.token;
+  if (!rejected.empty() && e.token == rejected) e.token.clear();  // never offered again, even if no new one comes
+  if (!e.token.empty() && clock_.steady_now() < e.renew_at) co_return e.token;
   if (auto pending = e.pending) {
     co_await pending->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (pending->result) co_return *pending->result;
@@ -163,7 +164,9 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
   std::optional<oauth2_token> token;
   if (!answer) {
     out = transport_error(transport_errc::auth_failed, fmt::format("token endpoint {}: {}", target.host, answer.error().text()));
-  } else if (auto parsed = parse_token_response(answer->status, answer->body); !parsed) {
+  } else if (auto parsed = parse_token_response(
+                 answer->status, answer->status == 200 ? answer->body : without_credentials(answer->body, client));
+             !parsed) {
     out = transport_error(transport_errc::auth_failed, fmt::format("token endpoint {} {}", target.host, parsed.error()));
   } else {
     token = std::move(*parsed);

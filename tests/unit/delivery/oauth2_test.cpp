@@ -220,3 +220,32 @@ TEST_CASE("oauth2: the token call gets the attempt's deadline; a token endpoint 
   CHECK(text.find(basic.substr(6)) == std::string::npos);
   CHECK(text.find("got Basic [redacted] and [redacted] and [redacted]") != std::string::npos);
 }
+
+TEST_CASE("oauth2: credentials are redacted before the description is cut or sanitised; a rejected token is not offered again") {
+  asio::io_context ioc;
+  test::fake_transport t(ioc.get_executor());
+  test::manual_clock clock;
+  oauth2_tokens tokens(clock);
+  const std::string secret = "s\xc3\xa9" "cr\xc3\xa8t-Sx7Kq2LmN9pR4tV8wY1zAb3Cd5Ef7Gh9Ij";  // non-ASCII, 40+ bytes
+  auto a = ask(ioc, tokens, t, client_of("c", secret));
+  t.answer_with_body(0, 400, R"({"error":"invalid_client","error_description":")" + std::string(180, 'x') + secret + R"("})");
+  run(ioc);
+  REQUIRE_FALSE(a->result->has_value());
+  const auto text = a->result->error().text();
+  CHECK(text.find("Sx7Kq2") == std::string::npos);
+  CHECK(text.find("cr??t") == std::string::npos);
+
+  // A token the endpoint refused, whose replacement could not be had, is not offered to the next attempt.
+  auto b = ask(ioc, tokens, t, client_of());
+  t.answer_with_body(1, 200, token_json("tok-1", 3600));
+  run(ioc);
+  REQUIRE(b->result->value() == "tok-1");
+  auto c = ask(ioc, tokens, t, client_of(), "tok-1");
+  REQUIRE(t.calls() == 3);
+  t.fail(2, transport_errc::timeout);
+  run(ioc);
+  CHECK_FALSE(c->result->has_value());
+  auto d = ask(ioc, tokens, t, client_of());
+  CHECK(t.calls() == 4);  // asked again rather than handed tok-1
+  CHECK_FALSE(d->result.has_value());
+}
