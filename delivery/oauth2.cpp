@@ -126,7 +126,7 @@ struct oauth2_tokens::fetch {
 asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::bearer(
     transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline,
     std::string rejected) {
-  auto& e = entries_[key];
+  auto& e = (*entries_)[key];
   if (e.client != client) e = entry{client, {}, {}, nullptr};  // new credentials: nothing of the old ones is used
   if (!rejected.empty() && e.token == rejected) e.token.clear();  // never offered again, even if no new one comes
   if (!e.token.empty() && clock_.steady_now() < e.renew_at) co_return e.token;
@@ -141,19 +141,19 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
 asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_tokens::fetch_token(
     transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline) {
   auto f = std::make_shared<fetch>(co_await asio::this_coro::executor);
-  entries_[key].pending = f;
+  (*entries_)[key].pending = f;
   // However this call ends (an exception too), its waiters wake and the entry stops waiting for it.
   struct release_on_exit {
-    oauth2_tokens& tokens;
-    const std::string& key;
+    std::weak_ptr<std::map<std::string, entry>> entries;
+    std::string key;
     std::shared_ptr<fetch> f;
     ~release_on_exit() {
-      if (auto it = tokens.entries_.find(key); it != tokens.entries_.end() && it->second.pending == f)
-        it->second.pending.reset();
+      if (auto map = entries.lock())
+        if (auto it = map->find(key); it != map->end() && it->second.pending == f) it->second.pending.reset();
       if (!f->result) f->result = transport_error(transport_errc::auth_failed, "the token request was abandoned");
       f->timer.cancel();
     }
-  } release{*this, key, f};
+  } release{entries_, key, f};
   http_request request = token_request(client);
   request.deadline = deadline;
   const std::string pool_key = "oauth2:" + key;
@@ -174,7 +174,7 @@ asio::awaitable<boost::system::result<std::string, transport_error>> oauth2_toke
   }
   if (!out) out = transport_error(transport_errc::auth_failed, without_credentials(out.error().detail(), client));
   // Kept only for the credentials it was asked with, and only by the entry that asked.
-  if (auto it = entries_.find(key); it != entries_.end() && it->second.pending == f && token && it->second.client == client) {
+  if (auto it = entries_->find(key); it != entries_->end() && it->second.pending == f && token && it->second.client == client) {
     it->second.token = token->access_token;
     it->second.renew_at = started + token->expires_in - std::min<std::chrono::seconds>(refresh_margin, token->expires_in / 2);
   }

@@ -73,7 +73,7 @@ class oauth2_tokens {
       std::string rejected = {});
 
   /// Drops endpoint `key`'s token (removed, or its credentials changed).
-  void forget(const std::string& key) { entries_.erase(key); }
+  void forget(const std::string& key) { entries_->erase(key); }
 
  private:
   struct fetch;
@@ -86,7 +86,9 @@ class oauth2_tokens {
   boost::asio::awaitable<boost::system::result<std::string, transport_error>> fetch_token(
       transport& transport, std::string key, oauth2_client client, std::chrono::milliseconds deadline);
   const clock_source& clock_;
-  std::map<std::string, entry> entries_;
+  /// Shared with the token calls under way: a call's frame may be destroyed after this object
+  /// (a shutdown destroys suspended coroutines), and must then leave the entries alone.
+  std::shared_ptr<std::map<std::string, entry>> entries_ = std::make_shared<std::map<std::string, entry>>();
 };
 
 }  // namespace walhook::delivery
