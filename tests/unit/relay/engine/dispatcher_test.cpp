@@ -813,15 +813,21 @@ TEST_CASE("dispatcher: a rotation's old secret stops signing when the grace ends
   CHECK(f.transport.at(1).header("webhook-signature").find(' ') == std::string::npos);  // one signature
 }
 
-TEST_CASE("dispatcher: an OAuth2 endpoint's attempt asks for a token first, sends it as Bearer, and on a 401 once more with a new one") {
-  dispatcher_fixture f;
+/// Endpoint 1 of `f`, with OAuth2 client credentials (client "c", `secret`) at auth.example.
+relay::endpoint oauth_endpoint(dispatcher_fixture& f, const std::string& secret) {
   relay::endpoint e = *f.directory.find(f.add_endpoint(1).id);
   e.policies.oauth_token_url = "https://auth.example/token";
   e.policies.oauth_client_id = "c";
-  e.policies.oauth_client_secret = "s";
+  e.policies.oauth_client_secret = secret;
   relay::resolve_endpoint(e);
   REQUIRE(e.oauth.has_value());
   f.apply(e);
+  return e;
+}
+
+TEST_CASE("dispatcher: an OAuth2 endpoint's attempt asks for a token first, sends it as Bearer, and on a 401 once more with a new one") {
+  dispatcher_fixture f;
+  oauth_endpoint(f, "s");
   auto end = f.transaction({1});
   f.run();
   REQUIRE(f.transport.calls() == 1);
@@ -868,12 +874,7 @@ TEST_CASE("dispatcher: an OAuth2 endpoint's attempt asks for a token first, send
 
 TEST_CASE("dispatcher: an OAuth2 attempt's token request and POSTs share its one deadline; the retry after a 401 uses the credentials of now") {
   dispatcher_fixture f;
-  relay::endpoint e = *f.directory.find(f.add_endpoint(1).id);
-  e.policies.oauth_token_url = "https://auth.example/token";
-  e.policies.oauth_client_id = "c";
-  e.policies.oauth_client_secret = "old";
-  relay::resolve_endpoint(e);
-  f.apply(e);
+  relay::endpoint e = oauth_endpoint(f, "old");
   f.transaction({1});
   f.run();
   REQUIRE(f.transport.calls() == 1);
