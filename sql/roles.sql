@@ -104,6 +104,13 @@ GRANT SELECT ON walhook.endpoint_cursors, walhook.dead_ranges TO walhook_admin; 
 GRANT SELECT ON walhook.slot_progress, walhook.shard_layout TO walhook_admin;
 GRANT SELECT ON walhook.outbox_bridges TO walhook_admin;  -- the bridged outbox tables (migration 009)
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
+-- The tenant API (migration 015): `walhook run --api-database-url` connects as walhook_admin;
+-- tokens, limits and the audit log are no other role's (a token row is access to a tenant).
+GRANT SELECT, INSERT, UPDATE ON walhook.tenant_tokens, walhook.tenant_limits TO walhook_admin;
+GRANT DELETE ON walhook.tenant_limits TO walhook_admin;
+-- POST /v1/endpoints/{id}/test: a walhook.test event routed to that endpoint alone.
+GRANT INSERT (tenant_id, event_type, payload, endpoint_id, by_walhook) ON walhook.outbox TO walhook_admin;
+GRANT SELECT, INSERT ON walhook.tenant_audit TO walhook_admin;
 
 -- The inbox (migration 010): the ingest server reads sources and calls inbox_accept, nothing
 -- more; a consumer's SQL kit is the application's; sources are the operators'.

@@ -125,7 +125,8 @@ void warn_if_readable(const std::string& path) {
 
 /// --admin-listen's host, resolved once: "" → every address (IPv6 "::", which takes IPv4 too);
 /// an address as it is; a name → its first IPv4 address, else its first address.
-asio::ip::address resolve_listen(const std::string& listen, const std::string& host) {
+asio::ip::address resolve_listen(const std::string& listen, const std::string& host,
+                                 const char* flag = "--admin-listen") {
   if (host.empty()) return asio::ip::address_v6::any();
   boost::system::error_code ec;
   auto a = asio::ip::make_address(host, ec);
@@ -133,32 +134,31 @@ asio::ip::address resolve_listen(const std::string& listen, const std::string& h
   asio::io_context ioc;
   asio::ip::tcp::resolver resolver(ioc);
   auto found = resolver.resolve(host, "", ec);
-  if (ec || found.empty()) throw invalid_input(fmt::format("--admin-listen {}: cannot resolve {}", listen, host));
+  if (ec || found.empty()) throw invalid_input(fmt::format("{} {}: cannot resolve {}", flag, listen, host));
   for (const auto& r : found)
     if (r.endpoint().address().is_v4()) return r.endpoint().address();
   return found.begin()->endpoint().address();
 }
 
-/// --admin-tls-cert and --admin-tls-key loaded into a server context (TLS 1.2 or later).
-std::shared_ptr<asio::ssl::context> load_tls(const run_options& o) {
-  if (o.admin_tls_cert.empty() && o.admin_tls_key.empty()) return nullptr;
-  if (o.admin_tls_cert.empty() || o.admin_tls_key.empty())
+/// A certificate chain and its key (--admin-tls-cert/--admin-tls-key, --api-tls-cert/--api-tls-key) loaded into a server context (TLS 1.2 or later).
+std::shared_ptr<asio::ssl::context> load_tls(const std::string& cert, const std::string& key, const char* cert_flag,
+                                             const char* key_flag) {
+  if (cert.empty() && key.empty()) return nullptr;
+  if (cert.empty() || key.empty())
     throw invalid_input(fmt::format("{} needs {} too: give both (the certificate chain and its private key) or neither",
-                                    o.admin_tls_cert.empty() ? "--admin-tls-key" : "--admin-tls-cert",
-                                    o.admin_tls_cert.empty() ? "--admin-tls-cert" : "--admin-tls-key"));
+                                    cert.empty() ? key_flag : cert_flag, cert.empty() ? cert_flag : key_flag));
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
   // The key first: a certificate loaded after a key that is not its own drops the key, and the
   // check below names the mismatch (the other order fails in the key's loading, less clearly).
   boost::system::error_code ec;
-  ctx->use_private_key_file(o.admin_tls_key, asio::ssl::context::pem, ec);
-  if (ec) throw invalid_input(fmt::format("--admin-tls-key {}: cannot load it: {}", o.admin_tls_key, ec.message()));
-  ctx->use_certificate_chain_file(o.admin_tls_cert, ec);
-  if (ec) throw invalid_input(fmt::format("--admin-tls-cert {}: cannot load it: {}", o.admin_tls_cert, ec.message()));
+  ctx->use_private_key_file(key, asio::ssl::context::pem, ec);
+  if (ec) throw invalid_input(fmt::format("{} {}: cannot load it: {}", key_flag, key, ec.message()));
+  ctx->use_certificate_chain_file(cert, ec);
+  if (ec) throw invalid_input(fmt::format("{} {}: cannot load it: {}", cert_flag, cert, ec.message()));
   if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
-    throw invalid_input(fmt::format("--admin-tls-key {} is not the key of --admin-tls-cert {}", o.admin_tls_key,
-                                    o.admin_tls_cert));
+    throw invalid_input(fmt::format("{} {} is not the key of {} {}", key_flag, key, cert_flag, cert));
   return ctx;
 }
 
@@ -174,7 +174,7 @@ admin_access check_admin_access(const run_options& o) {
                                       o.admin_token_file, access.token.size(), min_admin_token_bytes));
     warn_if_readable(o.admin_token_file);
   }
-  access.tls = load_tls(o);
+  access.tls = load_tls(o.admin_tls_cert, o.admin_tls_key, "--admin-tls-cert", "--admin-tls-key");
   if (o.admin_listen.empty()) return access;
   const auto parts = split_listen(o.admin_listen);
   // The one resolution: the server binds exactly this address (relay/admin/server.cpp).
@@ -277,6 +277,28 @@ std::string operator_of(std::string_view header) {
     ++chars;
   }
   return out;
+}
+
+admin_access check_api_access(const run_options& o) {
+  admin_access access;
+  access.tls = load_tls(o.api_tls_cert, o.api_tls_key, "--api-tls-cert", "--api-tls-key");
+  if (o.api_listen.empty()) {
+    if (access.tls) throw invalid_input("--api-tls-cert and --api-tls-key need --api-listen");
+    return access;
+  }
+  listen_address parts;
+  try {
+    parts = split_listen(o.api_listen);
+  } catch (const invalid_input& e) {  // its message names --admin-listen
+    std::string text = e.what();
+    if (auto at = text.find("--admin-listen"); at != std::string::npos) text.replace(at, 14, "--api-listen");
+    throw invalid_input(text);
+  }
+  const auto address = resolve_listen(o.api_listen, parts.host, "--api-listen");
+  access.bind_address = address.to_string();
+  access.port = parts.port;
+  access.loopback_only = address.is_loopback();
+  return access;
 }
 
 }  // namespace walhook::relay

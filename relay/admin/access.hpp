@@ -59,6 +59,11 @@ listen_address split_listen(const std::string& listen);
 /// load or do not match.
 admin_access check_admin_access(const run_options& o);
 
+/// --api-listen resolved once and --api-tls-cert/--api-tls-key loaded, as check_admin_access does
+/// for the admin listener; `token` stays empty (every tenant API request names its own token).
+/// Throws invalid_input naming the flag.
+admin_access check_api_access(const run_options& o);
+
 /// "sha256:" + the first 12 hex digits of SHA-256 of the token (for logs; never the token).
 std::string token_fingerprint(const std::string& token);
 

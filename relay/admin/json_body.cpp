@@ -63,4 +63,18 @@ std::optional<std::string> json_body::object_text(const char* key) const {
   return std::string(s);
 }
 
+std::optional<std::vector<std::string>> json_body::strings(const char* key) const {
+  simdjson::dom::element v;
+  if (doc_[key].get(v) || v.is_null()) return std::nullopt;
+  simdjson::dom::array items;
+  if (v.get(items)) throw invalid_input(fmt::format("\"{}\" must be an array of strings or null", key));
+  std::vector<std::string> out;
+  for (auto item : items) {
+    std::string_view s;
+    if (item.get(s)) throw invalid_input(fmt::format("\"{}\" must be an array of strings or null", key));
+    out.emplace_back(s);
+  }
+  return out;
+}
+
 }  // namespace walhook::relay

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace walhook::relay {
 
@@ -30,6 +31,9 @@ class json_body {
   std::optional<std::int64_t> integer(const char* key) const;
   /// A boolean member; nullopt if absent or null. Throws invalid_input if it is another type.
   std::optional<bool> boolean(const char* key) const;
+  /// An array-of-strings member; nullopt if absent or null. Throws invalid_input if it is
+  /// another type or holds one.
+  std::optional<std::vector<std::string>> strings(const char* key) const;
   /// An object member as its JSON text (a payload filter), or a string holding it; nullopt if
   /// absent or null. Throws invalid_input if it is another type.
   std::optional<std::string> object_text(const char* key) const;

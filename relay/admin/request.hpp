@@ -4,6 +4,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace walhook::relay {
 
@@ -16,12 +18,18 @@ struct api_request {
   std::string content_type;
   std::string operator_name;  ///< X-Walhook-Operator
   std::string remote;         ///< peer address
+  std::string cookie;         ///< Cookie header (the tenant portal's session)
+  std::string csrf_token;     ///< X-CSRF-Token header (the tenant portal's writes)
   std::string body;
 };
 
 struct api_response {
   unsigned status = 200;
-  std::string body;  ///< JSON
+  std::string body;  ///< JSON, unless content_type says otherwise
+  std::string content_type = "application/json";
+  /// More header fields (Retry-After, Location, Set-Cookie, …); Cache-Control no-store unless one
+  /// of these sets it.
+  std::vector<std::pair<std::string, std::string>> headers{};
 };
 
 /// {"error": message} with `status`.

@@ -95,6 +95,8 @@ api_request api_request_of(const http::request<http::string_body>& req, const st
   a.content_type = std::string(req[http::field::content_type]);
   a.operator_name = std::string(req["X-Walhook-Operator"]);
   a.remote = remote;
+  a.cookie = std::string(req[http::field::cookie]);
+  a.csrf_token = std::string(req["X-CSRF-Token"]);
   a.body = req.body();
   return a;
 }
@@ -102,8 +104,9 @@ api_request api_request_of(const http::request<http::string_body>& req, const st
 /// An API answer (JSON, never cached) into `res`.
 void set_api_answer(http::response<http::string_body>& res, api_response answer) {
   res.result(static_cast<http::status>(answer.status));
-  res.set(http::field::content_type, "application/json");
+  res.set(http::field::content_type, answer.content_type);
   res.set(http::field::cache_control, "no-store");
+  for (const auto& [name, value] : answer.headers) res.set(name, value);
   res.body() = std::move(answer.body);
 }
 
@@ -112,7 +115,7 @@ using tls_stream = beast::ssl_stream<beast::tcp_stream>;
 }  // namespace
 
 struct admin_server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::any_io_executor ex, engine& e, admin_access access)
+  impl(asio::any_io_executor ex, engine& e, admin_access access, std::shared_ptr<http_site> s)
       : executor(ex),
         acceptor(ex),
         wake(ex),
@@ -120,7 +123,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         tls(access.tls),
         api(ex, e, access),
         metrics(ex, [&e] { return e.metrics_text(); }),
-        tasks(ex) {
+        tasks(ex),
+        site(std::move(s)) {
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(access.bind_address, ec);  // resolved once, by check_admin_access
     if (ec) throw std::runtime_error("the admin address is not resolved: " + access.bind_address);
@@ -129,8 +133,12 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(at, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw std::runtime_error("cannot listen on the admin address: " + ec.message());
-    if (!access.loopback_only && !tls)
+    if (ec) throw std::runtime_error(std::string(site ? "cannot listen on the API address: " : "cannot listen on the admin address: ") + ec.message());
+    if (!access.loopback_only && !tls && site)
+      log::warn("api.plain_http", {{"address", access.bind_address},
+                                   {"hint", "tenants' tokens and data cross the network in the clear: give "
+                                            "--api-tls-cert and --api-tls-key, or put a TLS proxy in front"}});
+    else if (!access.loopback_only && !tls)
       log::warn("admin.plain_http", {{"address", access.bind_address},
                                      {"hint", "the bearer token and the API's answers cross the network in the clear: "
                                               "give --admin-tls-cert and --admin-tls-key, or listen on loopback"}});
@@ -144,6 +152,7 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   admin_api api;
   metrics_cache metrics;  ///< /metrics, computed at most once a second
   task_group tasks;  ///< the accept loop and every connection's session
+  std::shared_ptr<http_site> site;  ///< serves every request if set (the tenant API)
   std::size_t sessions = 0;  ///< admin connections open now, ≤ max_admin_connections
   /// Each session's connection and whether it waits idle for a request (and since when).
   struct session_state {
@@ -319,6 +328,16 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
     std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
     const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (site) {
+      if (path == "/healthz") {
+        res.set(http::field::content_type, "text/plain; charset=utf-8");
+        res.body() = "ok\n";
+        co_return;
+      }
+      const auto a = api_request_of(req, remote);
+      set_api_answer(res, co_await site->handle(a));
+      co_return;
+    }
     if (path.starts_with("/api/") || path == "/api") {
       const auto a = api_request_of(req, remote);
       set_api_answer(res, co_await api.handle(a));
@@ -369,8 +388,9 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-admin_server::admin_server(asio::any_io_executor ex, engine& e, const admin_access& access)
-    : impl_(std::make_shared<impl>(ex, e, access)) {
+admin_server::admin_server(asio::any_io_executor ex, engine& e, const admin_access& access,
+                           std::shared_ptr<http_site> site)
+    : impl_(std::make_shared<impl>(ex, e, access, std::move(site))) {
   impl_->tasks.spawn(impl_->accept_loop(), "admin accept");
 }
 
@@ -385,6 +405,7 @@ void admin_server::stop() {
   impl_->tasks.emit(asio::cancellation_type::terminal);  // sessions end with their connection
   impl_->metrics.stop();
   impl_->api.stop();
+  if (impl_->site) impl_->site->stop();
 }
 
 }  // namespace walhook::relay

@@ -19,6 +19,7 @@
 #include "relay/admin/api.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -39,13 +40,26 @@ inline constexpr std::chrono::milliseconds admin_idle_evict_after{250};
 inline constexpr std::chrono::milliseconds accept_backoff_min{100};
 inline constexpr std::chrono::milliseconds accept_backoff_max{1000};
 
+/// What a listener serves instead of the admin routes: every request but GET /healthz goes to
+/// handle() (the tenant API of --api-listen, relay/tenant/api.hpp). The framing, limits and
+/// headers stay the listener's.
+class http_site {
+ public:
+  virtual ~http_site() = default;
+  /// The answer to one request (`req` lives until it comes).
+  virtual boost::asio::awaitable<api_response> handle(const api_request& req) = 0;
+  /// Stops what it runs (its database worker); later requests never finish.
+  virtual void stop() = 0;
+};
+
 class admin_server {
  public:
   /// Binds the address check_admin_access() resolved --admin-listen to (access.bind_address,
   /// access.port), speaking TLS if access.tls; `access` also holds the API's rules. Logs
   /// admin.plain_http (warn) for a non-loopback address without TLS. Throws std::runtime_error
-  /// on a port in use.
-  admin_server(boost::asio::any_io_executor ex, engine& e, const admin_access& access);
+  /// on a port in use. With `site`, it serves that site alone (logging api.plain_http instead).
+  admin_server(boost::asio::any_io_executor ex, engine& e, const admin_access& access,
+               std::shared_ptr<http_site> site = nullptr);
   ~admin_server();
   unsigned short port() const;
   void stop();

@@ -11,7 +11,7 @@ namespace walhook::relay::cli {
 
 std::vector<command> add_commands(CLI::App& app) {
   return {add_migrate(app), add_run(app),     add_endpoint(app), add_send(app),   add_status(app), add_resend(app),
-          add_replay(app),  add_recover(app), add_reshard(app),  add_events(app), add_event(app),  add_inbox(app), add_ingest(app), add_demo(app),
+          add_replay(app),  add_recover(app), add_reshard(app),  add_events(app), add_event(app),  add_inbox(app), add_ingest(app), add_tenant(app), add_demo(app),
           add_help(app)};
 }
 

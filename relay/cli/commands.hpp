@@ -35,6 +35,7 @@ command add_events(CLI::App& app);    ///< relay/cli/events.cpp
 command add_event(CLI::App& app);     ///< relay/cli/event.cpp
 command add_inbox(CLI::App& app);     ///< relay/cli/inbox.cpp: inbox source add|update|remove|list
 command add_ingest(CLI::App& app);    ///< relay/cli/ingest.cpp
+command add_tenant(CLI::App& app);    ///< relay/cli/tenant.cpp: tenant token create|list|revoke, tenant limits
 command add_demo(CLI::App& app);      ///< relay/cli/demo.cpp
 command add_help(CLI::App& app);      ///< relay/cli/help.cpp (`app` must outlive the command)
 

@@ -226,33 +226,22 @@ std::string tenant_of(const add_args& a) {
 
 /// Prints "id: N" and "secret: whsec_…".
 int add(const add_args& a) {
-  const std::string tenant = tenant_of(a);
-  operations::check_url(a.url);
-  if (a.max_concurrency < 1 || a.max_concurrency > 1000) throw cli_error("--max-concurrency must be between 1 and 1000");
-  if (a.ordering != "none" && a.ordering != "aggregate") throw cli_error("--ordering must be 'none' or 'aggregate'");
-  const auto types = operations::clean_event_types(a.event_types);
-  std::string secret = !a.secret_file.empty() ? read_secret_file(a.secret_file)
-                       : a.secret.empty()     ? delivery::generate_secret()
-                                              : a.secret;
-  if (!delivery::parse_secrets(secret))
-    throw cli_error("--secret must be whsec_ followed by base64 of a 16–64 byte key (several may be space-separated)");
-  const auto policies = policies_of(a.policy);
-  operations::check_new(policies, a.url);
+  operations::new_endpoint e;
+  e.tenant = tenant_of(a);
+  e.url = a.url;
+  e.max_concurrency = a.max_concurrency;
+  e.event_types = a.event_types;
+  e.ordering = a.ordering;
+  e.description = a.description;
+  if (a.contact->count()) e.contact_endpoint_id = a.contact_endpoint_id;
+  operations::check_url(e.url);  // before a secret file is read
+  e.secret = !a.secret_file.empty() ? read_secret_file(a.secret_file) : a.secret;
+  e.policies = policies_of(a.policy);
+  operations::check_new_endpoint(e);  // before the database is reached
   blocking_db db(a.database_url);
   operations::require_schema(db);
-  const auto contact = a.contact->count() ? std::optional<std::string>(std::to_string(a.contact_endpoint_id)) : std::nullopt;
-  if (contact) operations::check_contact(db, a.contact_endpoint_id, tenant);
-  pg::params p{tenant, a.url, secret, std::to_string(a.max_concurrency),
-               types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(types)),
-               a.ordering, text_or_null(a.description), contact};
-  for (auto& v : operations::column_values(policies)) p.push_back(std::move(v));
-  auto r = db.exec(
-      "INSERT INTO walhook.endpoints (tenant_id, url, secret, max_concurrency, event_types, ordering, description, "
-      "contact_endpoint_id, headers, secret_headers, filter, max_rate, rate_burst, oauth_token_url, oauth_client_id, "
-      "oauth_client_secret, oauth_scope, proxy) VALUES ($1, $2, $3, $4::int, $5::text[], $6, $7, $8::bigint, "
-      "$9::text[], $10::text[], $11, $12, $13::int, $14, $15, $16, $17, $18) RETURNING id",
-      p);
-  std::cout << "id: " << r.value(0, 0) << "\nsecret: " << shown_secret(secret, a.secret_file) << "\n";
+  const auto added = operations::add_endpoint(db, e);
+  std::cout << "id: " << added.id << "\nsecret: " << shown_secret(added.secret, a.secret_file) << "\n";
   return 0;
 }
 

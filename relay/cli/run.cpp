@@ -7,6 +7,7 @@
 #include "delivery/http_client.hpp"
 #include "relay/admin/access.hpp"
 #include "relay/admin/server.hpp"
+#include "relay/tenant/api.hpp"
 #include "relay/cli/commands.hpp"
 #include "relay/cli/flags.hpp"
 #include "relay/cli/run.hpp"
@@ -145,6 +146,19 @@ void add_process_flags(CLI::App* c, run_options& run) {
   c->add_option("--admin-tls-cert", run.admin_tls_cert,
                 "PEM certificate chain: the admin listener speaks HTTPS (with --admin-tls-key)");
   c->add_option("--admin-tls-key", run.admin_tls_key, "PEM private key of --admin-tls-cert");
+  c->add_option("--api-listen", run.api_listen,
+                "Serve the tenant API (/v1/, docs/tenant-api.md) on HOST:PORT, apart from the admin listener; each "
+                "request carries a tenant's token (walhook tenant token create)");
+  c->add_option("--api-tls-cert", run.api_tls_cert, "PEM certificate chain: the tenant API speaks HTTPS (with --api-tls-key)");
+  c->add_option("--api-tls-key", run.api_tls_key, "PEM private key of --api-tls-cert");
+  c->add_option("--api-database-url", run.api_database_url,
+                "The tenant API's connection (a role like walhook_admin of sql/roles.sql); default --database-url");
+  c->add_option("--api-rate", run.api_rate, "Tenant API requests per second per token; more get 429 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 100000.0));
+  c->add_option("--api-burst", run.api_burst, "Tenant API requests at once per token")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 100000.0));
   c->add_option("--recent-outcomes", run.recent_outcomes,
                 "Finished attempts kept in memory for the console's \"did endpoint X get event Y?\" (0: none)")
       ->capture_default_str();
@@ -280,9 +294,16 @@ void resolve(run_options& o, const std::string& shard) {
 
 /// The engine (and the admin listener) on one io_context thread until it stops. The first
 /// SIGTERM/SIGINT stops gracefully; a second one during the grace period exits at once.
-int serve(run_options options, const admin_access& access) {
+int serve(run_options options, const admin_access& access, const admin_access& api_access) {
   asio::io_context ioc(1);
   std::string admin_listen = options.admin_listen;
+  const std::string api_listen = options.api_listen;
+  tenant::api_settings api_settings{
+      .database_url = options.api_database_url.empty() ? options.database_url : options.api_database_url,
+      .rate = options.api_rate,
+      .burst = options.api_burst,
+      .slot_base = shard_slot_base(options.slot, options.shard),
+      .operator_tenant = options.dispatch.notifications.operator_tenant};
   engine e(ioc.get_executor(), std::move(options));
   std::unique_ptr<admin_server> admin;
   if (!admin_listen.empty()) {
@@ -294,6 +315,17 @@ int serve(run_options options, const admin_access& access) {
     log::info("admin.listening", {{"address", admin_listen}, {"bound", access.bind_address},
                                   {"port", static_cast<unsigned>(admin->port())}, {"api_token", !access.token.empty()},
                                   {"tls", access.tls != nullptr}});
+  }
+  std::unique_ptr<admin_server> api;
+  if (!api_listen.empty()) {
+    try {
+      api = std::make_unique<admin_server>(ioc.get_executor(), e, api_access,
+                                           tenant::make_api(ioc.get_executor(), e, std::move(api_settings)));
+    } catch (const std::exception& err) {
+      throw cli_error(err.what());
+    }
+    log::info("api.listening", {{"address", api_listen}, {"bound", api_access.bind_address},
+                                {"port", static_cast<unsigned>(api->port())}, {"tls", api_access.tls != nullptr}});
   }
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
@@ -314,6 +346,7 @@ int serve(run_options options, const admin_access& access) {
     code = rc;
     signals.cancel();
     if (admin) admin->stop();
+    if (api) api->stop();
     ioc.stop();
     if (ex) {
       try {
@@ -333,9 +366,10 @@ int run(run_flags& f) {
   auto& o = f.run;
   resolve(o, f.shard);
   const admin_access access = check_admin_access(o);  // before anything starts
+  const admin_access api_access = check_api_access(o);
   preflight(o);
   fit_open_files(o);
-  return serve(std::move(o), access);
+  return serve(std::move(o), access, api_access);
 }
 
 }  // namespace

@@ -32,6 +32,12 @@ std::string shard_slot(const std::string& base, shard_spec s) {
   return s.sharded() ? fmt::format("{}_{}_of_{}", base, s.index, s.count) : base;
 }
 
+std::string shard_slot_base(const std::string& slot, shard_spec s) {
+  if (!s.sharded()) return slot;
+  const std::string suffix = fmt::format("_{}_of_{}", s.index, s.count);
+  return slot.ends_with(suffix) ? slot.substr(0, slot.size() - suffix.size()) : slot;
+}
+
 std::vector<std::string> shard_publications(shard_spec s) {
   if (!s.sharded()) return {"walhook", "walhook_endpoints"};
   return {fmt::format("walhook_{}_of_{}", s.index, s.count), fmt::format("walhook_endpoints_{}_of_{}", s.index, s.count)};

@@ -33,6 +33,9 @@ std::optional<shard_spec> parse_shard(std::string_view text, std::string& why);
 
 /// The slot of a shard: `<base>_K_of_N` (`base` when not sharded).
 std::string shard_slot(const std::string& base, shard_spec s);
+/// The base a shard's slot name was made of (shard_slot's inverse): `slot` without "_K_of_N"
+/// (unchanged if not sharded, or if it does not end so). Pure.
+std::string shard_slot_base(const std::string& slot, shard_spec s);
 /// The publications a shard streams: {outbox, endpoints}.
 std::vector<std::string> shard_publications(shard_spec s);
 /// SQL boolean: `tenant_column` belongs to the shard ("true" when not sharded).

@@ -83,6 +83,14 @@ struct run_options {
   /// both the admin listener speaks HTTPS. "" = plain HTTP.
   std::string admin_tls_cert;
   std::string admin_tls_key;
+
+  // ---- The tenant API's (relay/tenant/, docs/tenant-api.md).
+  std::string api_listen;        ///< --api-listen: "0.0.0.0:8443" serves /v1/…; "" = off
+  std::string api_tls_cert;      ///< --api-tls-cert, --api-tls-key: PEM files; with both it speaks HTTPS
+  std::string api_tls_key;
+  std::string api_database_url;  ///< --api-database-url: its connection (walhook_admin's role); "" = database_url
+  double api_rate = 20;          ///< --api-rate: requests per second per token
+  double api_burst = 40;         ///< --api-burst: requests at once per token
 };
 
 }  // namespace walhook::relay

@@ -35,6 +35,29 @@ class blocking_db {
   PGconn* conn_ = nullptr;
 };
 
+/// One transaction on a blocking connection; rolled back unless committed, so a user error
+/// thrown halfway leaves the connection usable (the admin API keeps its connection).
+class db_transaction {
+ public:
+  explicit db_transaction(blocking_db& db) : db_(db) { db_.exec("BEGIN"); }
+  ~db_transaction() {
+    if (open_) try {
+        db_.exec("ROLLBACK");
+      } catch (...) {  // the connection is gone: nothing to roll back
+      }
+  }
+  db_transaction(const db_transaction&) = delete;
+  db_transaction& operator=(const db_transaction&) = delete;
+  void commit() {
+    db_.exec("COMMIT");
+    open_ = false;
+  }
+
+ private:
+  blocking_db& db_;
+  bool open_ = true;
+};
+
 /// libpq's message on one line, without the trailing newline.
 std::string one_line(std::string text);
 

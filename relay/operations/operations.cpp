@@ -19,29 +19,6 @@ namespace walhook::relay::operations {
 
 namespace {
 
-/// One transaction on the caller's connection; rolled back unless committed, so a user error
-/// thrown halfway leaves the connection usable (the admin API keeps its connection).
-class transaction {
- public:
-  explicit transaction(blocking_db& db) : db_(db) { db_.exec("BEGIN"); }
-  ~transaction() {
-    if (open_) try {
-        db_.exec("ROLLBACK");
-      } catch (...) {  // the connection is gone: nothing to roll back
-      }
-  }
-  transaction(const transaction&) = delete;
-  transaction& operator=(const transaction&) = delete;
-  void commit() {
-    db_.exec("COMMIT");
-    open_ = false;
-  }
-
- private:
-  blocking_db& db_;
-  bool open_ = true;
-};
-
 std::optional<std::string> opt(const std::optional<std::string>& v) { return v; }
 std::optional<std::string> opt_id(const std::optional<std::int64_t>& v) {
   return v ? std::optional<std::string>(std::to_string(*v)) : std::nullopt;
@@ -158,7 +135,7 @@ change set_status(blocking_db& db, std::int64_t endpoint_id, const std::string& 
   auto it = std::find_if(actions.begin(), actions.end(), [&](const auto& a) { return action == a.first; });
   if (it == actions.end()) throw invalid_input(fmt::format("unknown action '{}': pause, resume, enable or disable", action));
   const pg::params id{std::to_string(endpoint_id)};
-  transaction tx(db);
+  db_transaction tx(db);
   lock_endpoint(db, endpoint_id);
   const std::string status = action == "disable" ? "disabled" : action == "pause" ? "paused" : "active";
   db.exec("UPDATE walhook.endpoints SET status = $2, updated_at = now() WHERE id = $1",
@@ -216,7 +193,7 @@ SELECT (SELECT count(*) FROM walhook.deliveries d
 
 change remove(blocking_db& db, std::int64_t endpoint_id) {
   const pg::params id{std::to_string(endpoint_id)};
-  transaction tx(db);
+  db_transaction tx(db);
   lock_endpoint(db, endpoint_id);
   const auto open = open_deliveries(db, endpoint_id);
   // The endpoints that name it as contact (the removal trigger, migration 006, clears them).
@@ -267,7 +244,7 @@ change update(blocking_db& db, std::int64_t endpoint_id, const endpoint_update& 
     throw invalid_input("nothing to update: give --url, --event-types, --max-concurrency, --description, "
                         "--contact-endpoint, --header, --header-secret, --filter, --max-rate, --rate-burst, "
                         "--oauth-token-url, --oauth-client-id, --oauth-client-secret, --oauth-scope or --proxy");
-  transaction tx(db);
+  db_transaction tx(db);
   const auto row = lock_endpoint(db, endpoint_id);
   if (u.contact_endpoint_id && *u.contact_endpoint_id) check_contact(db, **u.contact_endpoint_id, row.tenant_id);
   // A flag per nullable column: "not given" and "set to NULL" differ.
@@ -306,7 +283,7 @@ rotated_secret rotate_secret(blocking_db& db, std::int64_t endpoint_id, std::chr
   if (grace.count() < 0) throw invalid_input("--grace must not be negative");
   const std::string fresh = secret.empty() ? delivery::generate_secret() : secret;
   if (!delivery::parse_secret(fresh)) throw invalid_input("--secret must be whsec_ followed by base64 of a 16–64 byte key");
-  transaction tx(db);
+  db_transaction tx(db);
   lock_endpoint(db, endpoint_id);
   auto current = db.exec("SELECT secret FROM walhook.endpoints WHERE id = $1", pg::params{std::to_string(endpoint_id)});
   const std::string old(current.value(0, 0));
@@ -387,7 +364,7 @@ std::vector<change> replay(blocking_db& db, const replay_filter& f) {
   if (f.since && f.until &&
       db.exec("SELECT $1::timestamptz >= $2::timestamptz", pg::params{*f.since, *f.until}).value(0, 0) == "t")
     throw invalid_input(fmt::format("--until {} is not after --since {}: the range is empty", *f.until, *f.since));
-  transaction tx(db);
+  db_transaction tx(db);
   if (f.endpoint_id) lock_endpoint(db, *f.endpoint_id);
   pg::params p{opt_id(f.delivery_id), opt_id(f.endpoint_id), opt(f.since), opt(f.until), opt(f.event_type), std::nullopt};
   std::int64_t unreadable = 0;
@@ -452,7 +429,7 @@ RETURNING d.endpoint_id)sql",
 
 change resend(blocking_db& db, std::int64_t endpoint_id, const std::string& event_id) {
   if (!is_uuid(event_id)) throw invalid_input(fmt::format("event id '{}' is not a UUID (walhook.outbox.id)", event_id));
-  transaction tx(db);
+  db_transaction tx(db);
   const auto endpoint = lock_endpoint(db, endpoint_id);
   auto ev = db.exec("SELECT tenant_id, aggregate_id, merge_key, created_at::text, seq FROM walhook.outbox WHERE id = $1",
                     pg::params{event_id});

@@ -30,6 +30,31 @@ struct change {
   std::string note;            ///< one sentence for the operator ("" if none), e.g. "endpoint is paused: they go out after resume"
 };
 
+/// A new endpoint, as `walhook endpoint add` and POST /v1/endpoints (the tenant API) give it.
+struct new_endpoint {
+  std::string tenant;
+  std::string url;
+  std::string secret;  ///< whsec_… (several space-separated); "" = generated
+  int max_concurrency = 4;
+  std::vector<std::string> event_types;  ///< empty: all types
+  std::string ordering = "none";         ///< none | aggregate
+  std::string description;
+  std::optional<std::int64_t> contact_endpoint_id;
+  endpoint_policies policies;
+};
+struct added_endpoint {
+  std::int64_t id = 0;
+  std::string secret;  ///< the secret it signs with (generated or given)
+};
+/// The checks of add_endpoint that need no database (all but the contact endpoint's). Throws
+/// invalid_input naming the flag. Pure.
+void check_new_endpoint(const new_endpoint& e);
+/// Inserts the endpoint after the checks of `endpoint add`: the URL (check_url), max_concurrency
+/// 1..1000, ordering, event types, the secret's form, the policies (check_new), the contact
+/// endpoint (check_contact). One statement, in the caller's transaction if one is open. Throws
+/// invalid_input naming the flag; the tenant's name is the caller's to check.
+added_endpoint add_endpoint(blocking_db& db, const new_endpoint& e);
+
 /// pause | resume | enable | disable. resume and enable also close the circuit breaker, clear the
 /// disable reason and the last error (last_status, last_error of walhook.endpoint_health: the
 /// cleared error is in the note) and make the endpoint's pending deliveries due now ("retry

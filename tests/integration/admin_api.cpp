@@ -7,6 +7,7 @@
 
 #include "delivery/signing.hpp"
 #include "tests/harness/harness.hpp"
+#include "tests/support/http_call.hpp"
 #include "tests/support/scripted_http_server.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -31,45 +32,10 @@
 
 using namespace walhook;
 using namespace std::chrono_literals;
+using walhook::test::call;
+using walhook::test::http_answer;
 
 namespace {
-
-struct http_answer {
-  unsigned status = 0;
-  std::string body;
-  std::map<std::string, std::string> headers;
-};
-
-/// One request to 127.0.0.1:port (5 s). `headers` are sent as given (Host included).
-http_answer call(unsigned short port, const std::string& method, const std::string& target,
-                 std::map<std::string, std::string> headers = {}, const std::string& body = "",
-                 std::chrono::seconds deadline = 5s) {
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(deadline);
-  boost::system::error_code ec;
-  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
-  if (ec) return {0, ec.message(), {}};
-  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
-  if (!headers.count("Host")) headers["Host"] = fmt::format("localhost:{}", port);
-  for (const auto& [k, v] : headers) req.set(k, v);
-  req.body() = body;
-  req.prepare_payload();
-  http::write(stream, req, ec);
-  if (ec) return {0, ec.message(), {}};
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.skip(method == "HEAD");  // a HEAD answer has Content-Length but no body
-  http::read(stream, buffer, parser, ec);
-  if (ec) return {0, ec.message(), {}};
-  http_answer a;
-  a.status = parser.get().result_int();
-  a.body = parser.get().body();
-  for (const auto& f : parser.get()) a.headers[std::string(f.name_string())] = std::string(f.value());
-  return a;
-}
 
 /// Sends `bytes` as they are and reads until the server closes (5 s): the raw answer.
 std::string raw_exchange(unsigned short port, const std::string& bytes) {

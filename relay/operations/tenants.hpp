@@ -1,0 +1,108 @@
+#pragma once
+// Tenants as the tenant API sees them (docs/tenant-api.md; migration 015): their bearer tokens,
+// the limits the operator sets on what they may do by themselves, and the audit log of what
+// they did. Shared by `walhook tenant …` (relay/cli/tenant.cpp) and the tenant API
+// (relay/tenant/). Each call is one statement or one transaction on a blocking connection.
+//
+// A token is "wht_" + base64url (RFC 4648 §5, no padding) of 32 random bytes (OpenSSL
+// RAND_bytes); only its SHA-256 (hex) is stored, so a copy of the database opens nothing.
+
+#include "relay/operations/blocking_db.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walhook::relay::operations {
+
+/// What a token may do: read (GET routes only) or manage (every route).
+enum class token_scope { read, manage };
+/// "read", "manage". Pure.
+std::string_view to_string(token_scope s);
+/// The scope named `text`; nullopt for anything else. Pure.
+std::optional<token_scope> parse_scope(std::string_view text);
+
+/// The prefix of every tenant API token (so a leaked one is recognisable, e.g. by secret scanners).
+inline constexpr std::string_view tenant_token_prefix = "wht_";
+
+/// A new token: tenant_token_prefix + base64url of 32 random bytes (OpenSSL RAND_bytes).
+std::string generate_tenant_token();
+/// SHA-256 of `text` as 64 lowercase hex digits. Pure.
+std::string sha256_hex(std::string_view text);
+/// "sha256:" + the first 12 hex digits of SHA-256 of the token: how logs, the audit log and
+/// `walhook tenant token list` name a token (never the token). Pure.
+std::string tenant_token_fingerprint(std::string_view token);
+
+/// Checks a tenant id given to `walhook tenant …`: 1–200 bytes, not an inbox source's tenant
+/// ("inbox:…", any case: their endpoints are the operator's handlers, exempt from the SSRF guard's
+/// private-network rule) and not `operator_tenant` (its endpoints receive walhook's notifications
+/// about every tenant's endpoints). Throws invalid_input saying which. Pure.
+void check_tenant_name(const std::string& tenant, std::string_view operator_tenant);
+
+struct created_token {
+  std::int64_t id = 0;
+  std::string token;        ///< shown once
+  std::string fingerprint;  ///< tenant_token_fingerprint(token)
+  std::string expires_at;   ///< RFC 3339 UTC, "" = never
+};
+/// Stores a new token's hash for `tenant` with `scope`, expiring after `lifetime` (nullopt:
+/// never). Throws invalid_input (check_tenant_name, a lifetime of zero or less).
+created_token create_token(blocking_db& db, const std::string& tenant, token_scope scope,
+                           std::optional<std::chrono::seconds> lifetime, const std::string& description,
+                           std::string_view operator_tenant);
+
+/// A stored token, as `walhook tenant token list` shows it (times RFC 3339 UTC, "" = none).
+struct token_row {
+  std::int64_t id = 0;
+  std::string tenant;
+  std::string fingerprint;
+  std::string scope;
+  std::string description;
+  std::string created_at, expires_at, last_used_at, revoked_at;
+};
+/// Tokens of `tenant` (every tenant's if empty), oldest first; revoked ones too.
+std::vector<token_row> list_tokens(blocking_db& db, const std::string& tenant);
+/// Revokes the token with this id, or this fingerprint ("sha256:…", as list shows it): it is
+/// refused from the next request on. Returns the revoked row. Throws not_found (no such token,
+/// or already revoked: the message says which), invalid_input (a fingerprint that names several).
+token_row revoke_token(blocking_db& db, const std::string& id_or_fingerprint);
+
+/// Who a presented token is: its row's id, tenant and scope.
+struct token_holder {
+  std::int64_t token_id = 0;
+  std::string tenant;
+  token_scope scope = token_scope::read;
+  std::string fingerprint;
+};
+/// The holder of `token` if it is stored, not revoked and not expired; nullopt otherwise (one
+/// answer for all: a caller learns nothing of why). Records last_used_at (at most once a minute
+/// per token, so a busy token writes little).
+std::optional<token_holder> authenticate(blocking_db& db, const std::string& token);
+
+/// What the operator lets a tenant do by itself through the API.
+struct tenant_limits {
+  int max_endpoints = 20;    ///< endpoints the tenant may have (those the operator added count too)
+  int max_concurrency = 10;  ///< the highest max_concurrency of an endpoint it creates or updates
+};
+/// The tenant's limits (the defaults above without a row).
+tenant_limits limits_of(blocking_db& db, const std::string& tenant);
+/// Sets what is given, keeping the rest. Throws invalid_input out of range (max_endpoints
+/// 0..100000, max_concurrency 1..1000).
+tenant_limits set_limits(blocking_db& db, const std::string& tenant, std::optional<int> max_endpoints,
+                         std::optional<int> max_concurrency);
+
+/// One line of the audit log (walhook.tenant_audit), written in the caller's transaction.
+struct audit_entry {
+  std::string tenant;
+  std::string token;   ///< fingerprint
+  std::string action;  ///< e.g. "endpoint.create"
+  std::optional<std::int64_t> endpoint_id;
+  std::string detail_json = "{}";  ///< a JSON object
+  std::string remote;
+};
+void write_audit(blocking_db& db, const audit_entry& e);
+
+}  // namespace walhook::relay::operations

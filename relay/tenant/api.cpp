@@ -1,0 +1,149 @@
+// The tenant API's entry point: the token's form and rate, the route, then on the database
+// worker the token's row, its scope and the handler. Nothing else happens here.
+
+#include "relay/tenant/api.hpp"
+
+#include "common/log.hpp"
+#include "relay/admin/access.hpp"
+#include "relay/admin/api.hpp"
+#include "relay/admin/db_worker.hpp"
+#include "relay/core/outcome_log.hpp"
+#include "relay/engine/engine.hpp"
+#include "relay/operations/errors.hpp"
+#include "relay/tenant/handlers.hpp"
+#include "relay/tenant/rate_limit.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+
+namespace walhook::relay::tenant {
+namespace asio = boost::asio;
+
+namespace {
+
+/// The token of "Authorization: Bearer <token>" (the scheme in any case, RFC 9110 §11.1); "" if
+/// there is none.
+std::string bearer_of(const std::string& header) {
+  constexpr std::string_view scheme = "bearer ";
+  if (header.size() <= scheme.size()) return {};
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i]) return {};
+  auto token = header.substr(scheme.size());
+  token.erase(0, token.find_first_not_of(' '));
+  token.erase(token.find_last_not_of(' ') + 1);
+  return token;
+}
+
+api_response unauthorized(std::string_view why) {
+  auto a = error_response(401, why);
+  a.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"walhook\"");
+  return a;
+}
+
+/// What the engine knows of an event in memory (GET /v1/events/{id}), read on its executor.
+struct event_record {
+  std::vector<outcome_entry> recent;
+  record_window window;
+};
+
+/// The handler of `r` for `c`.
+api_response dispatch(blocking_db& db, const caller& c, const route& r, const api_request& req, event_record record) {
+  switch (r.kind) {
+    case route_kind::events: return list_events(db, c, req);
+    case route_kind::event: return get_event(db, c, r.event_id, std::move(record.recent), record.window);
+    case route_kind::endpoints: return list_endpoints(db, c);
+    case route_kind::create_endpoint: return create_endpoint(db, c, req);
+    case route_kind::endpoint: return get_endpoint(db, c, r.endpoint_id);
+    case route_kind::update_endpoint: return update_endpoint(db, c, r.endpoint_id, req);
+    case route_kind::delete_endpoint: return delete_endpoint(db, c, r.endpoint_id);
+    case route_kind::pause: return set_status(db, c, r.endpoint_id, "pause", req);
+    case route_kind::resume: return set_status(db, c, r.endpoint_id, "resume", req);
+    case route_kind::rotate_secret: return rotate_secret(db, c, r.endpoint_id, req);
+    case route_kind::test_send: return test_send(db, c, r.endpoint_id, req);
+    case route_kind::deliveries: return list_deliveries(db, c, r.endpoint_id, req);
+    case route_kind::resend: return resend(db, c, r.endpoint_id, req);
+    case route_kind::replay: return replay(db, c, r.endpoint_id, req);
+  }
+  return error_response(500, "unrouted route kind");  // not reached: the switch is exhaustive
+}
+
+class tenant_api final : public http_site, public std::enable_shared_from_this<tenant_api> {
+ public:
+  tenant_api(asio::any_io_executor ex, engine& e, api_settings s)
+      : executor_(ex), engine_(e), settings_(std::move(s)), worker_(settings_.database_url), limiter_(settings_.rate, settings_.burst) {}
+
+  asio::awaitable<api_response> handle(const api_request& req) override {
+    auto self = shared_from_this();  // the worker's answer may come after stop()
+    const auto token = bearer_of(req.authorization);
+    if (token.empty()) {
+      auto denied = unauthorized("give Authorization: Bearer <token> (walhook tenant token create)");
+      co_return co_await refuse(req, std::move(denied));
+    }
+    if (auto wait = limiter_.take(operations::sha256_hex(token), std::chrono::steady_clock::now())) {
+      auto a = error_response(429, fmt::format("too many requests with this token: at most {} per second", settings_.rate));
+      a.headers.emplace_back("Retry-After", std::to_string(wait->count()));
+      co_return a;
+    }
+    auto routed = route_of(req.method, req.target);
+    if (auto* answer = std::get_if<api_response>(&routed)) co_return std::move(*answer);
+    const auto r = std::get<route>(routed);
+    if (r.changes && !req.body.empty() && !req.content_type.starts_with("application/json"))
+      co_return error_response(415, "send the body as Content-Type: application/json");
+    auto answer = co_await run(token, r, req);
+    if (answer.status == 401) co_return co_await refuse(req, std::move(answer));
+    co_return answer;
+  }
+
+  void stop() override { worker_.stop(); }
+
+ private:
+  /// The database part: the token's row, its scope, the handler. Not a coroutine (db_worker::run).
+  asio::awaitable<api_response> run(const std::string& token, const route& r, const api_request& req) {
+    event_record record;
+    if (r.kind == route_kind::event) {
+      const auto& log = engine_.recent_outcomes();
+      record = {log.of_event(r.event_id), record_window{.kept = log.size(), .oldest = log.oldest()}};
+    }
+    return worker_.run([this, token, r, &req, record = std::move(record)](blocking_db& db) mutable -> api_response {
+      auto holder = operations::authenticate(db, token);
+      if (!holder) return unauthorized("unknown, revoked or expired token");
+      if (r.changes && holder->scope != operations::token_scope::manage)
+        return error_response(403, "this token's scope is read: changes need a token of scope manage");
+      const caller c{.holder = std::move(*holder),
+                     .remote = req.remote,
+                     .slot_base = settings_.slot_base,
+                     .operator_tenant = settings_.operator_tenant};
+      return dispatch(db, c, r, req, std::move(record));
+    });
+  }
+
+  /// A 401 after auth_failure_delay (guessing costs time), logged at most once per 10 s.
+  asio::awaitable<api_response> refuse(const api_request& req, api_response answer) {
+    if (const auto n = failures_.failed(std::chrono::steady_clock::now()); n > 0)
+      log::warn("api.auth_failed", {{"remote", req.remote.empty() ? std::string("-") : req.remote},
+                                    {"target", req.target.substr(0, std::min<std::size_t>(req.target.find('?'), 200))},
+                                    {"failures", n}});
+    asio::steady_timer delay(executor_, auth_failure_delay);
+    co_await delay.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return answer;
+  }
+
+  asio::any_io_executor executor_;
+  engine& engine_;
+  api_settings settings_;
+  db_worker worker_;
+  rate_limiter limiter_;
+  auth_failure_log failures_;
+};
+
+}  // namespace
+
+std::shared_ptr<http_site> make_api(asio::any_io_executor ex, engine& e, api_settings settings) {
+  return std::make_shared<tenant_api>(ex, e, std::move(settings));
+}
+
+}  // namespace walhook::relay::tenant

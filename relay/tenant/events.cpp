@@ -1,0 +1,108 @@
+// GET /v1/events (reconciliation: the tenant's events in order, a page at a time) and
+// GET /v1/events/{id} (one event with each of the tenant's endpoints' verdicts).
+
+#include "common/json_writer.hpp"
+#include "common/time.hpp"
+#include "relay/admin/event_answer.hpp"
+#include "relay/operations/errors.hpp"
+#include "relay/operations/operations.hpp"
+#include "relay/tenant/handlers.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace walhook::relay::tenant {
+
+namespace {
+
+/// The tenant's events after the filters: walhook's own rows (notifications, test sends: routed
+/// to one endpoint) and rows an outbox bridge refused (never events) are left out.
+constexpr const char* events_select =
+    "SELECT id, event_type, created_at, payload::text, created_at::text AS position, seq FROM walhook.outbox "
+    "WHERE tenant_id = $1 AND rejected IS NULL AND endpoint_id IS NULL "
+    "AND created_at >= coalesce($2::timestamptz, now() - interval '30 days') "
+    "AND created_at < coalesce($3::timestamptz, 'infinity') "
+    "AND ($4::text[] IS NULL OR event_type = ANY ($4::text[])) ";
+
+std::string rfc3339(const pg::query_result& r, int row, int col) {
+  return pg_timestamptz_to_iso8601(r.value(row, col)).value_or(std::string(r.value(row, col)));
+}
+
+}  // namespace
+
+api_response list_events(blocking_db& db, const caller& c, const api_request& req) {
+  auto parsed = events_query_of(req.target);
+  if (auto* refused = std::get_if<api_response>(&parsed)) return std::move(*refused);
+  const auto& q = std::get<events_query>(parsed);
+  pg::params p{c.holder.tenant, q.since, q.until,
+               q.types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(q.types)),
+               std::to_string(q.limit + 1)};
+  std::string sql = events_select;
+  if (q.after) {
+    // A row comparison the index (tenant_id, created_at, seq) serves (migration 015).
+    sql += "AND (tenant_id, created_at, seq) > ($1, $6::timestamptz, $7::bigint) ";
+    p.push_back(q.after->first);
+    p.push_back(std::to_string(q.after->second));
+  }
+  sql += "ORDER BY created_at, seq LIMIT $5::int";
+  auto r = db.exec(sql, p);
+  const int shown = std::min<int>(r.rows(), static_cast<int>(q.limit));
+  json_writer j;
+  j.begin_object().key("data").begin_array();
+  for (int i = 0; i < shown; ++i) {
+    j.begin_object()
+        .field("id", r.value(i, 0))
+        .field("type", r.value(i, 1))
+        .field("timestamp", rfc3339(r, i, 2))
+        .key("data")
+        .raw(r.value(i, 3))
+        .end_object();
+  }
+  j.end_array().key("next_cursor");
+  if (r.rows() > q.limit) j.string(events_cursor(r.value(shown - 1, 4), r.integer(shown - 1, 5)));
+  else j.null();
+  j.end_object();
+  return {200, j.take()};
+}
+
+api_response get_event(blocking_db& db, const caller& c, const std::string& event_id, std::vector<outcome_entry> recent,
+                       record_window window) {
+  auto row = db.exec(
+      "SELECT id, event_type, created_at, payload::text FROM walhook.outbox "
+      "WHERE id = $1::uuid AND tenant_id = $2 AND rejected IS NULL AND endpoint_id IS NULL",
+      pg::params{event_id, c.holder.tenant});
+  if (row.rows() == 0) throw not_found(fmt::format("no event {}", event_id));
+  auto own = db.exec("SELECT id FROM walhook.endpoints WHERE tenant_id = $1", pg::params{c.holder.tenant});
+  std::set<std::int64_t> endpoints;
+  for (int i = 0; i < own.rows(); ++i) endpoints.insert(own.integer(i, 0));
+  auto answer = answer_event(db, event_id, c.slot_base, std::move(recent), window);
+  json_writer j;
+  j.begin_object()
+      .field("id", row.value(0, 0))
+      .field("type", row.value(0, 1))
+      .field("timestamp", rfc3339(row, 0, 2))
+      .key("data")
+      .raw(row.value(0, 3))
+      .key("endpoints")
+      .begin_array();
+  if (answer) {
+    for (const auto& v : answer->verdicts) {
+      if (!endpoints.contains(v.endpoint_id)) continue;  // only the tenant's own, now
+      j.begin_object().field("endpoint_id", v.endpoint_id).field("verdict", v.verdict).field("reason", v.reason);
+      j.key("delivery");
+      if (auto d = answer->rows.find(v.endpoint_id); d != answer->rows.end()) {
+        j.begin_object();
+        write_delivery(j, d->second);
+        j.end_object();
+      } else {
+        j.null();
+      }
+      j.end_object();
+    }
+  }
+  j.end_array().end_object();
+  return {200, j.take()};
+}
+
+}  // namespace walhook::relay::tenant

@@ -1,0 +1,89 @@
+#pragma once
+// The tenant API's routes (docs/tenant-api.md; docs/tenant-api.openapi.json describes the same
+// table, and tests/unit/relay/tenant/openapi_test.cpp fails when the two differ): which route a
+// method and a path name, with what the path carries, or the 400/404/405 without one; and the
+// query of GET /v1/events with its opaque cursor. Pure.
+
+#include "relay/admin/request.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace walhook::relay::tenant {
+
+enum class route_kind {
+  events,           ///< GET /v1/events
+  event,            ///< GET /v1/events/{event_id}
+  endpoints,        ///< GET /v1/endpoints
+  create_endpoint,  ///< POST /v1/endpoints
+  endpoint,         ///< GET /v1/endpoints/{endpoint_id}
+  update_endpoint,  ///< PATCH /v1/endpoints/{endpoint_id}
+  delete_endpoint,  ///< DELETE /v1/endpoints/{endpoint_id}
+  pause,            ///< POST /v1/endpoints/{endpoint_id}/pause
+  resume,           ///< POST /v1/endpoints/{endpoint_id}/resume
+  rotate_secret,    ///< POST /v1/endpoints/{endpoint_id}/rotate-secret
+  test_send,        ///< POST /v1/endpoints/{endpoint_id}/test
+  deliveries,       ///< GET /v1/endpoints/{endpoint_id}/deliveries
+  resend,           ///< POST /v1/endpoints/{endpoint_id}/resend
+  replay,           ///< POST /v1/endpoints/{endpoint_id}/replay
+};
+
+/// One row of the route table: the method, the path as OpenAPI writes it ("{endpoint_id}" for
+/// a positive integer, "{event_id}" for a UUID), the route, and whether it changes anything
+/// (a read-scope token may use only the others).
+struct route_spec {
+  std::string_view method;
+  std::string_view path;
+  route_kind kind;
+  bool changes;
+};
+/// Every route, in docs/tenant-api.md's order.
+std::span<const route_spec> routes();
+
+/// A route and what its path carries.
+struct route {
+  route_kind kind = route_kind::events;
+  bool changes = false;
+  std::int64_t endpoint_id = 0;  ///< routes under /v1/endpoints/{endpoint_id}
+  std::string event_id;          ///< event: a UUID
+};
+
+/// The route of `method` and `target` (path and query), or the answer without one: 404 "no such
+/// route", 405 naming the methods the path has, 400 for an endpoint id that is not a positive
+/// integer or an event id that is not a UUID.
+std::variant<route, api_response> route_of(std::string_view method, std::string_view target);
+
+/// GET /v1/events: ?since, ?until (RFC 3339; PostgreSQL checks them), ?type (repeatable or
+/// comma-separated), ?limit (1..1000, default 100), ?cursor (a previous page's next_cursor).
+struct events_query {
+  std::optional<std::string> since, until;
+  std::vector<std::string> types;
+  std::int64_t limit = 100;
+  /// The position after which the page starts: the last event's created_at (PostgreSQL's text)
+  /// and seq.
+  std::optional<std::pair<std::string, std::int64_t>> after;
+};
+inline constexpr std::int64_t events_page_max = 1000;
+/// The query of `target`, or 400 naming the parameter. Unknown parameters are refused (a
+/// misspelt "sinse" must not widen the answer).
+std::variant<events_query, api_response> events_query_of(std::string_view target);
+
+/// GET /v1/endpoints/{id}/deliveries: ?status (pending | sending | delivered | dead), ?limit
+/// (1..500, default 50).
+struct deliveries_query {
+  std::optional<std::string> status;
+  std::int64_t limit = 50;
+};
+std::variant<deliveries_query, api_response> deliveries_query_of(std::string_view target);
+
+/// The opaque cursor of the position after (created_at, seq): base64url, no padding. Pure.
+std::string events_cursor(std::string_view created_at, std::int64_t seq);
+/// The position a cursor holds; nullopt if `text` is not one events_cursor wrote.
+std::optional<std::pair<std::string, std::int64_t>> parse_events_cursor(std::string_view text);
+
+}  // namespace walhook::relay::tenant

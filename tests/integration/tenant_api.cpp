@@ -1,0 +1,288 @@
+// The tenant API of `walhook run --api-listen` (docs/tenant-api.md, relay/tenant/) over real HTTP
+// against a real walhook, PostgreSQL and receiver, with two tenants: tokens (only their hash
+// stored; read and manage scopes; revoked and expired ones refused; tenant names refused), every
+// route with the other tenant's ids (404, as for ids nobody has), reconciliation paged by cursor,
+// endpoint creation → delivery → resend with the same webhook-id, test send, rotation, the
+// tenant's limits, the rate limit (429 + Retry-After), bad bodies, and the audit log.
+
+#include "relay/operations/tenants.hpp"
+#include "tests/harness/harness.hpp"
+#include "tests/support/http_call.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <regex>
+#include <set>
+#include <thread>
+
+using namespace walhook;
+using namespace std::chrono_literals;
+using test::call;
+
+namespace {
+
+/// `walhook tenant token create …`: the token of its "token: " line ("" if it failed).
+std::string create_token(const std::string& url, const std::string& tenant, const std::string& scope,
+                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"tenant", "token", "create", "--database-url", url, "--tenant", tenant, "--scope", scope};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::string out;
+  if (test::run_walhook(args, out) != 0) return {};
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("(^|\n)token: (wht_[A-Za-z0-9_-]+)\n"))) return {};
+  return m[2];
+}
+
+unsigned short api_port(const test::walhook_process& w) {
+  std::smatch m;
+  const auto text = w.log();
+  if (!std::regex_search(text, m, std::regex(R"("api.listening".*"port":(\d+))"))) return 0;
+  return static_cast<unsigned short>(std::stoi(m[1]));
+}
+
+std::map<std::string, std::string> bearer(const std::string& token, bool json = false) {
+  std::map<std::string, std::string> h{{"Authorization", "Bearer " + token}};
+  if (json) h["Content-Type"] = "application/json";
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoints, resend, limits, audit") {
+  test::scenario s("tenant_api");
+  simdjson::dom::parser parser;
+
+  // --- tokens (the CLI)
+  const auto acme = create_token(s.url, "acme", "manage");
+  const auto acme_read = create_token(s.url, "acme", "read");
+  const auto globex = create_token(s.url, "globex", "manage");
+  const auto hammer = create_token(s.url, "acme", "read", {"--description", "rate limit test"});
+  REQUIRE(!acme.empty());
+  REQUIRE(!acme_read.empty());
+  REQUIRE(!globex.empty());
+  CHECK(acme != acme_read);
+  // Only the hash is stored: no column holds the token.
+  CHECK(s.value("SELECT count(*) FROM walhook.tenant_tokens WHERE token_sha256 = $1",
+                {relay::operations::sha256_hex(acme)}) == "1");
+  CHECK(s.value("SELECT count(*) FROM walhook.tenant_tokens t WHERE strpos(t::text, $1) > 0", {acme.substr(4)}) == "0");
+  {
+    std::string out;
+    CHECK(test::run_walhook({"tenant", "token", "create", "--database-url", s.url, "--tenant", "inbox:stripe", "--scope",
+                             "manage"},
+                            out) != 0);
+    CHECK(out.find("inbox source") != std::string::npos);
+    CHECK(test::run_walhook({"tenant", "token", "create", "--database-url", s.url, "--tenant", "walhook-operator",
+                             "--scope", "read"},
+                            out) != 0);
+    CHECK(test::run_walhook({"tenant", "token", "create", "--database-url", s.url, "--tenant", "acme", "--scope", "admin"},
+                            out) != 0);
+  }
+
+  auto walhook = s.start_walhook({"--api-listen", "127.0.0.1:0", "--api-rate", "50", "--api-burst", "60"});
+  INFO(walhook.log_tail(6000));
+  REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 30s));
+  const auto port = api_port(walhook);
+  REQUIRE(port != 0);
+
+  // --- 401: no token, a wrong one, a well-formed unknown one; the admin routes are not here
+  CHECK(call(port, "GET", "/v1/endpoints").status == 401);
+  CHECK(call(port, "GET", "/v1/endpoints").headers["WWW-Authenticate"].starts_with("Bearer"));
+  CHECK(call(port, "GET", "/v1/endpoints", bearer("nonsense")).status == 401);
+  CHECK(call(port, "GET", "/v1/endpoints", bearer("wht_" + std::string(43, 'A'))).status == 401);
+  CHECK(call(port, "GET", "/api/overview", bearer(acme)).status == 404);
+  CHECK(call(port, "GET", "/healthz").status == 200);
+
+  // --- endpoints: create (201 with the secret once), read, the read scope refused a change
+  const auto create = [&](const std::string& token, const std::string& path, const std::string& types) {
+    return call(port, "POST", "/v1/endpoints", bearer(token, true),
+                fmt::format(R"({{"url": "{}", "event_types": {}}})", s.rcv->url(path), types));
+  };
+  auto created = create(acme, "/acme", R"(["order.paid"])");
+  REQUIRE(created.status == 201);
+  simdjson::dom::element doc = parser.parse(created.body);
+  const std::int64_t acme_ep = doc["id"].get_int64().value();
+  CHECK(std::string_view(doc["secret"]).starts_with("whsec_"));
+  CHECK(created.headers["Location"] == fmt::format("/v1/endpoints/{}", acme_ep));
+  CHECK(s.value("SELECT tenant_id FROM walhook.endpoints WHERE id = $1", {std::to_string(acme_ep)}) == "acme");
+  auto other = create(globex, "/globex", "[]");
+  REQUIRE(other.status == 201);
+  const std::int64_t globex_ep = parser.parse(other.body)["id"].get_int64().value();
+  CHECK(create(acme_read, "/x", "[]").status == 403);
+  {
+    auto a = call(port, "GET", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme_read));
+    REQUIRE(a.status == 200);
+    simdjson::dom::element e = parser.parse(a.body);
+    CHECK(std::string_view(e["url"]) == s.rcv->url("/acme"));
+    CHECK(e["secret"].error() == simdjson::NO_SUCH_FIELD);  // shown once, at creation
+    auto list = parser.parse(call(port, "GET", "/v1/endpoints", bearer(acme)).body);
+    CHECK(simdjson::dom::array(list["data"]).size() == 1);  // acme's alone
+  }
+
+  // --- isolation: every route with the other tenant's endpoint id answers as for no endpoint
+  const auto theirs = std::to_string(globex_ep);
+  const std::vector<std::pair<std::string, std::string>> endpoint_routes{
+      {"GET", "/v1/endpoints/" + theirs},
+      {"PATCH", "/v1/endpoints/" + theirs},
+      {"DELETE", "/v1/endpoints/" + theirs},
+      {"POST", "/v1/endpoints/" + theirs + "/pause"},
+      {"POST", "/v1/endpoints/" + theirs + "/resume"},
+      {"POST", "/v1/endpoints/" + theirs + "/rotate-secret"},
+      {"POST", "/v1/endpoints/" + theirs + "/test"},
+      {"GET", "/v1/endpoints/" + theirs + "/deliveries"},
+      {"POST", "/v1/endpoints/" + theirs + "/replay"},
+  };
+  for (const auto& [method, target] : endpoint_routes) {
+    const std::string body = method == "PATCH" ? R"({"description": "mine now"})"
+                             : target.ends_with("/replay") ? R"({"since": "2000-01-01T00:00:00Z"})"
+                                                             : "";
+    auto a = call(port, method, target, bearer(acme, true), body);
+    INFO(method << " " << target << " → " << a.body);
+    CHECK(a.status == 404);
+    CHECK(a.body == fmt::format(R"({{"error":"no endpoint with id {}"}})", theirs));  // as for an id nobody has
+  }
+  CHECK(s.value("SELECT status || coalesce(description, '-') FROM walhook.endpoints WHERE id = $1", {theirs}) ==
+        "active-");
+  CHECK(s.value("SELECT count(*) FROM walhook.outbox WHERE event_type = 'walhook.test'") == "0");
+
+  // --- events: delivered to the tenant's endpoint, listed page by page for it alone
+  std::vector<std::string> acme_events;
+  for (int i = 0; i < 5; ++i) acme_events.push_back(s.publish("acme", "order.paid", fmt::format(R"({{"n":{}}})", i)));
+  const auto globex_event = s.publish("globex", "order.paid", R"({"secret":"globex's"})");
+  REQUIRE(test::eventually([&] { return s.received("/acme").size() == 5; }, 20s));
+  REQUIRE(test::eventually([&] { return s.received("/globex").size() == 1; }, 20s));
+  {
+    std::vector<std::string> listed;
+    std::string target = "/v1/events?since=2000-01-01T00:00:00Z&limit=2";
+    for (int page = 0; page < 5; ++page) {
+      auto a = call(port, "GET", target, bearer(acme_read));
+      REQUIRE(a.status == 200);
+      simdjson::dom::element p = parser.parse(a.body);
+      for (auto e : simdjson::dom::array(p["data"])) {
+        listed.emplace_back(std::string_view(e["id"]));
+        CHECK(std::string_view(e["type"]) == "order.paid");
+        CHECK(std::string_view(e["timestamp"]).ends_with("Z"));
+        CHECK(e["data"]["n"].get_int64().value() == static_cast<std::int64_t>(listed.size() - 1));
+      }
+      if (p["next_cursor"].is_null()) break;
+      target = "/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + std::string(std::string_view(p["next_cursor"]));
+    }
+    CHECK(listed == acme_events);  // in order, each once, none of globex's
+    CHECK(call(port, "GET", "/v1/events?cursor=garbage", bearer(acme)).status == 400);
+    CHECK(call(port, "GET", "/v1/events?sinse=2000-01-01", bearer(acme)).status == 400);
+    CHECK(call(port, "GET", "/v1/events?since=yesterday-ish", bearer(acme)).status == 400);
+    auto none = parser.parse(call(port, "GET", "/v1/events?type=order.shipped", bearer(acme)).body);
+    CHECK(simdjson::dom::array(none["data"]).size() == 0);
+  }
+  CHECK(call(port, "GET", "/v1/events/" + globex_event, bearer(acme)).status == 404);
+  {
+    auto a = call(port, "GET", "/v1/events/" + acme_events[0], bearer(acme));
+    REQUIRE(a.status == 200);
+    simdjson::dom::element e = parser.parse(a.body);
+    auto endpoints = simdjson::dom::array(e["endpoints"]);
+    REQUIRE(endpoints.size() == 1);  // acme's endpoint alone
+    CHECK((*endpoints.begin())["endpoint_id"].get_int64().value() == acme_ep);
+    CHECK(std::string_view((*endpoints.begin())["verdict"]) == "delivered");
+  }
+
+  // --- resend: the receiver gets the event again, with the same webhook-id; another tenant's event is 404
+  {
+    auto a = call(port, "POST", fmt::format("/v1/endpoints/{}/resend", acme_ep), bearer(acme, true),
+                  fmt::format(R"({{"event_id": "{}"}})", acme_events[2]));
+    INFO(a.body);
+    CHECK(a.status == 200);
+    REQUIRE(test::eventually([&] { return s.received("/acme").size() == 6; }, 20s));
+    CHECK(s.received("/acme").back().webhook_id == acme_events[2]);
+    CHECK(call(port, "POST", fmt::format("/v1/endpoints/{}/resend", acme_ep), bearer(acme, true),
+               fmt::format(R"({{"event_id": "{}"}})", globex_event))
+              .status == 404);
+    auto deliveries = call(port, "GET", fmt::format("/v1/endpoints/{}/deliveries", acme_ep), bearer(acme));
+    CHECK(deliveries.status == 200);
+    INFO(deliveries.body);
+    CHECK(deliveries.body.find(acme_events[2]) != std::string::npos);
+  }
+
+  // --- test send, rotation
+  {
+    auto a = call(port, "POST", fmt::format("/v1/endpoints/{}/test", acme_ep), bearer(acme, true));
+    CHECK(a.status == 202);
+    REQUIRE(test::eventually([&] { return s.received("/acme").size() == 7; }, 20s));
+    CHECK(s.received("/acme").back().body.find("\"walhook.test\"") != std::string::npos);
+    CHECK(simdjson::dom::array(parser.parse(call(port, "GET", "/v1/events", bearer(acme)).body)["data"]).size() == 5);
+    auto r = call(port, "POST", fmt::format("/v1/endpoints/{}/rotate-secret", acme_ep), bearer(acme, true),
+                  R"({"grace_seconds": 60})");
+    REQUIRE(r.status == 200);
+    CHECK(std::string_view(parser.parse(r.body)["secret"]).starts_with("whsec_"));
+  }
+
+  // --- bad bodies, limits
+  CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true), "{not json").status == 400);
+  CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true), R"({"url": "https://a.example", "tenant_id": "globex"})")
+            .status == 400);
+  CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true), R"({"url": "nats://10.0.0.1:4222/x"})").status == 400);
+  CHECK(call(port, "POST", "/v1/endpoints", bearer(acme), R"({"url": "https://a.example"})").status == 415);
+  CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true),
+             R"({"url": "https://a.example", "max_concurrency": 4294967297})")
+            .status == 400);
+  {
+    std::string out;
+    REQUIRE(test::run_walhook({"tenant", "limits", "--database-url", s.url, "--tenant", "acme", "--max-endpoints", "1"},
+                              out) == 0);
+    CHECK(out.find("max endpoints 1") != std::string::npos);
+    CHECK(create(acme, "/acme2", "[]").status == 409);
+  }
+
+  // --- PATCH and DELETE of its own
+  {
+    auto a = call(port, "PATCH", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme, true),
+                  R"({"description": "orders", "max_concurrency": 2})");
+    REQUIRE(a.status == 200);
+    CHECK(std::string_view(parser.parse(a.body)["description"]) == "orders");
+    CHECK(call(port, "PATCH", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme, true), R"({"max_concurrency": 11})")
+              .status == 400);  // above the default limit of 10
+  }
+
+  // --- the rate limit: 429 with Retry-After, for that token alone
+  {
+    int limited = 0;
+    std::string retry_after;
+    for (int i = 0; i < 120; ++i) {
+      auto a = call(port, "GET", "/v1/endpoints", bearer(hammer));
+      if (a.status == 429) {
+        ++limited;
+        retry_after = a.headers["Retry-After"];
+      }
+    }
+    CHECK(limited > 0);
+    CHECK(retry_after == "1");
+    CHECK(call(port, "GET", "/v1/endpoints", bearer(acme_read)).status == 200);
+  }
+
+  // --- revoked and expired tokens
+  {
+    std::string out;
+    const auto fingerprint = relay::operations::tenant_token_fingerprint(acme_read);
+    REQUIRE(test::run_walhook({"tenant", "token", "revoke", "--database-url", s.url, fingerprint}, out) == 0);
+    CHECK(call(port, "GET", "/v1/endpoints", bearer(acme_read)).status == 401);
+    REQUIRE(test::run_walhook({"tenant", "token", "list", "--database-url", s.url, "--tenant", "acme"}, out) == 0);
+    CHECK(out.find(fingerprint) != std::string::npos);
+    CHECK(out.find(acme_read) == std::string::npos);
+    const auto brief = create_token(s.url, "acme", "read", {"--expires", "1s"});
+    REQUIRE(!brief.empty());
+    std::this_thread::sleep_for(1500ms);
+    CHECK(call(port, "GET", "/v1/endpoints", bearer(brief)).status == 401);
+  }
+
+  // --- delete, and the audit log of every change, with the token's fingerprint
+  CHECK(call(port, "DELETE", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme)).status == 200);
+  CHECK(call(port, "GET", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme)).status == 404);
+  CHECK(s.value("SELECT string_agg(action, ',' ORDER BY id) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") ==
+        "endpoint.create,delivery.resend,endpoint.test,endpoint.rotate_secret,endpoint.update,endpoint.delete");
+  CHECK(s.value("SELECT count(DISTINCT token) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") == "1");
+  CHECK(s.value("SELECT min(token) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") ==
+        relay::operations::tenant_token_fingerprint(acme));
+  CHECK(walhook.count_in_log("\"tenant.action\"") == 7);  // acme's six and globex's create
+  CHECK(walhook.log().find(acme) == std::string::npos);
+  CHECK(walhook.stop() == 0);
+}

@@ -1,0 +1,107 @@
+// relay/tenant/router.hpp: the routes of the tenant API, the refusals without one, the query of
+// GET /v1/events and its cursor; and relay/tenant/rate_limit.hpp's buckets.
+
+#include "relay/tenant/rate_limit.hpp"
+#include "relay/tenant/router.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace walhook::relay;
+using namespace walhook::relay::tenant;
+using namespace std::chrono_literals;
+
+namespace {
+
+route routed(std::string_view method, std::string_view target) {
+  auto r = route_of(method, target);
+  REQUIRE(std::holds_alternative<route>(r));
+  return std::get<route>(r);
+}
+
+unsigned refused(std::string_view method, std::string_view target) {
+  auto r = route_of(method, target);
+  REQUIRE(std::holds_alternative<api_response>(r));
+  return std::get<api_response>(r).status;
+}
+
+}  // namespace
+
+TEST_CASE("tenant routes: each of the table, with what the path carries") {
+  CHECK(routed("GET", "/v1/events?since=2026-01-01T00:00:00Z").kind == route_kind::events);
+  CHECK(routed("HEAD", "/v1/events").kind == route_kind::events);
+  auto e = routed("GET", "/v1/events/0b8f2a52-4c1e-4d0a-9a59-5f7b0e3b2c11");
+  CHECK(e.kind == route_kind::event);
+  CHECK(e.event_id == "0b8f2a52-4c1e-4d0a-9a59-5f7b0e3b2c11");
+  CHECK_FALSE(e.changes);
+  auto p = routed("PATCH", "/v1/endpoints/42");
+  CHECK(p.kind == route_kind::update_endpoint);
+  CHECK(p.endpoint_id == 42);
+  CHECK(p.changes);
+  CHECK(routed("POST", "/v1/endpoints/7/rotate-secret").kind == route_kind::rotate_secret);
+  CHECK(routed("GET", "/v1/endpoints/7/deliveries?status=dead").kind == route_kind::deliveries);
+  CHECK_FALSE(routed("GET", "/v1/endpoints/7/deliveries").changes);
+  for (const auto& spec : routes()) CHECK(spec.changes == (spec.method != "GET"));
+}
+
+TEST_CASE("tenant routes: 404, 405 naming the methods, 400 for ids") {
+  CHECK(refused("GET", "/v1/nothing") == 404);
+  CHECK(refused("GET", "/api/overview") == 404);
+  CHECK(refused("GET", "/v1/endpoints/7/pause") == 405);
+  CHECK(std::get<api_response>(route_of("PUT", "/v1/endpoints/7")).body.find("GET, PATCH, DELETE") != std::string::npos);
+  CHECK(refused("GET", "/v1/endpoints/0") == 400);
+  CHECK(refused("GET", "/v1/endpoints/-3") == 400);
+  CHECK(refused("GET", "/v1/endpoints/3x") == 400);
+  CHECK(refused("GET", "/v1/endpoints/99999999999999999999") == 400);
+  CHECK(refused("GET", "/v1/events/not-a-uuid") == 400);
+}
+
+TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
+  auto q = std::get<events_query>(events_query_of("/v1/events?since=2026-01-01T00:00:00Z&type=a,%20b&type=c&limit=5"));
+  CHECK(q.since == "2026-01-01T00:00:00Z");
+  CHECK(q.types == std::vector<std::string>{"a", "b", "c"});
+  CHECK(q.limit == 5);
+  CHECK_FALSE(q.after);
+  CHECK(std::get<events_query>(events_query_of("/v1/events")).limit == 100);
+  CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?limit=0")));
+  CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?limit=1001")));
+  CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?sinse=x")));  // misspelt: refused, not ignored
+  CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?cursor=abc")));
+
+  const auto c = events_cursor("2026-12-03 22:15:39.123456+00", 1234);
+  CHECK(c.find_first_of("+/=") == std::string::npos);
+  auto at = parse_events_cursor(c);
+  REQUIRE(at);
+  CHECK(at->first == "2026-12-03 22:15:39.123456+00");
+  CHECK(at->second == 1234);
+  auto via_query = std::get<events_query>(events_query_of("/v1/events?cursor=" + c));
+  CHECK(via_query.after == at);
+  // A forged cursor whose timestamp carries SQL, or whose seq is not a number, is no cursor.
+  CHECK_FALSE(parse_events_cursor(events_cursor("2026-01-01'; DROP TABLE x; --", 1)));
+  CHECK_FALSE(parse_events_cursor(events_cursor("2026-01-01", 0)));
+  CHECK_FALSE(parse_events_cursor(""));
+}
+
+TEST_CASE("GET …/deliveries: status and limit") {
+  auto q = std::get<deliveries_query>(deliveries_query_of("/v1/endpoints/1/deliveries?status=dead&limit=7"));
+  CHECK(q.status == "dead");
+  CHECK(q.limit == 7);
+  CHECK(std::holds_alternative<api_response>(deliveries_query_of("/v1/endpoints/1/deliveries?status=lost")));
+  CHECK(std::holds_alternative<api_response>(deliveries_query_of("/v1/endpoints/1/deliveries?limit=501")));
+}
+
+TEST_CASE("rate limiter: a burst, then the rate; Retry-After in whole seconds; keys apart") {
+  rate_limiter limiter(2.0, 3.0);  // 2 per second, 3 at once
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  CHECK_FALSE(limiter.take("a", t0));
+  CHECK_FALSE(limiter.take("a", t0));
+  CHECK_FALSE(limiter.take("a", t0));
+  auto wait = limiter.take("a", t0);
+  REQUIRE(wait);
+  CHECK(*wait == 1s);
+  CHECK_FALSE(limiter.take("b", t0));  // another token has its own bucket
+  CHECK_FALSE(limiter.take("a", t0 + 500ms));  // one refilled
+  CHECK(limiter.take("a", t0 + 500ms));
+  rate_limiter slow(0.1, 1.0);  // one per ten seconds
+  CHECK_FALSE(slow.take("a", t0));
+  CHECK(*slow.take("a", t0) == 10s);
+}
