@@ -91,7 +91,8 @@ api_request api_request_of(const http::request<http::string_body>& req, const st
   a.method = std::string(req.method_string());
   a.target = std::string(req.target().data(), req.target().size());
   a.host = std::string(req[http::field::host]);
-  a.authorization = std::string(req[http::field::authorization]);
+  // Two Authorization fields name two callers: neither is taken (the request is unauthenticated).
+  if (req.count(http::field::authorization) == 1) a.authorization = std::string(req[http::field::authorization]);
   a.content_type = std::string(req[http::field::content_type]);
   a.operator_name = std::string(req["X-Walhook-Operator"]);
   a.remote = remote;

@@ -80,7 +80,9 @@ command add_list(CLI::App* token) {
                                        t.fingerprint, t.scope, second(t.created_at),
                                        t.expires_at.empty() ? std::string("never") : second(t.expires_at),
                                        second(t.last_used_at),
-                                       t.revoked_at.empty() ? std::string("active") : "revoked " + second(t.revoked_at));
+                                       !t.revoked_at.empty() ? "revoked " + second(t.revoked_at)
+                                       : t.expired           ? std::string("expired")
+                                                             : std::string("active"));
             return 0;
           }};
 }

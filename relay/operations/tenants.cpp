@@ -18,7 +18,8 @@ namespace walhook::relay::operations {
 namespace {
 
 constexpr const char* token_columns =
-    "id, tenant_id, token_sha256, scope, coalesce(description, ''), created_at, expires_at, last_used_at, revoked_at";
+    "id, tenant_id, token_sha256, scope, coalesce(description, ''), created_at, expires_at, last_used_at, revoked_at, "
+    "coalesce(expires_at <= now(), false)";
 
 token_row token_of(const pg::query_result& r, int i) {
   token_row t;
@@ -31,6 +32,7 @@ token_row token_of(const pg::query_result& r, int i) {
   t.expires_at = timestamp_of(r, i, 6).value_or("");
   t.last_used_at = timestamp_of(r, i, 7).value_or("");
   t.revoked_at = timestamp_of(r, i, 8).value_or("");
+  t.expired = r.value(i, 9) == "t";
   return t;
 }
 
@@ -74,6 +76,8 @@ std::string tenant_token_fingerprint(std::string_view token) { return "sha256:" 
 
 void check_tenant_name(const std::string& tenant, std::string_view operator_tenant) {
   if (tenant.empty() || tenant.size() > 200) throw invalid_input("--tenant must have 1 to 200 bytes");
+  if (std::any_of(tenant.begin(), tenant.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+    throw invalid_input("--tenant must not contain control characters");
   if (starts_with_nocase(tenant, "inbox:"))
     throw invalid_input(fmt::format("tenant '{}' is an inbox source's: its endpoints are the operator's handlers, "
                                     "managed with `walhook inbox source`, never through the tenant API",
@@ -184,7 +188,7 @@ tenant_limits limits_of(blocking_db& db, const std::string& tenant) {
 
 tenant_limits set_limits(blocking_db& db, const std::string& tenant, std::optional<int> max_endpoints,
                          std::optional<int> max_concurrency) {
-  if (tenant.empty()) throw invalid_input("--tenant is required");
+  check_tenant_name(tenant, "");
   if (max_endpoints && (*max_endpoints < 0 || *max_endpoints > 100000))
     throw invalid_input("--max-endpoints must be between 0 and 100000");
   if (max_concurrency && (*max_concurrency < 1 || *max_concurrency > 1000))

@@ -62,6 +62,7 @@ struct token_row {
   std::string scope;
   std::string description;
   std::string created_at, expires_at, last_used_at, revoked_at;
+  bool expired = false;  ///< expires_at has passed
 };
 /// Tokens of `tenant` (every tenant's if empty), oldest first; revoked ones too.
 std::vector<token_row> list_tokens(blocking_db& db, const std::string& tenant);

@@ -35,6 +35,11 @@ api_response set_status(blocking_db& db, const caller& c, std::int64_t id, const
                         const api_request& req) {
   json_body(req.body).only({});
   require_own_endpoint(db, c, id);
+  // A disabled endpoint (by the operator, or by walhook after its failures) is the operator's to
+  // enable: resume would do that too (operations::set_status), so it is refused here.
+  auto status = db.exec("SELECT status FROM walhook.endpoints WHERE id = $1::bigint", pg::params{std::to_string(id)});
+  if (status.rows() == 1 && status.value(0, 0) == "disabled")
+    throw conflict(fmt::format("endpoint {} is disabled: the operator enables it", id));
   auto change = operations::set_status(db, id, action);
   audit(db, c, "endpoint." + action, id);
   return change_view(change);
@@ -101,7 +106,8 @@ api_response resend(blocking_db& db, const caller& c, std::int64_t id, const api
   if (!event_id || !operations::is_uuid(*event_id)) throw invalid_input("give {\"event_id\": \"<the event's UUID>\"}");
   require_own_endpoint(db, c, id);
   // Another tenant's event is answered like one nobody has.
-  auto own = db.exec("SELECT 1 FROM walhook.outbox WHERE id = $1::uuid AND tenant_id = $2",
+  auto own = db.exec("SELECT 1 FROM walhook.outbox WHERE id = $1::uuid AND tenant_id = $2 AND rejected IS NULL "
+                     "AND endpoint_id IS NULL",
                      pg::params{*event_id, c.holder.tenant});
   if (own.rows() == 0) throw not_found(fmt::format("no event {}", *event_id));
   auto change = operations::resend(db, id, *event_id);

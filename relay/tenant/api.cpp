@@ -10,6 +10,7 @@
 #include "relay/core/outcome_log.hpp"
 #include "relay/engine/engine.hpp"
 #include "relay/operations/errors.hpp"
+#include "relay/operations/tenants.hpp"
 #include "relay/tenant/handlers.hpp"
 #include "relay/tenant/rate_limit.hpp"
 
@@ -18,6 +19,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace walhook::relay::tenant {
@@ -36,6 +38,27 @@ std::string bearer_of(const std::string& header) {
   token.erase(0, token.find_first_not_of(' '));
   token.erase(token.find_last_not_of(' ') + 1);
   return token;
+}
+
+/// Content-Type is application/json (any case, parameters such as charset allowed; RFC 9110 §8.3.1).
+bool is_json(std::string_view content_type) {
+  auto type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  constexpr std::string_view json = "application/json";
+  return type.size() == json.size() && std::equal(type.begin(), type.end(), json.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
+/// A tenant no token may act for, whatever the token table says: an inbox source's (the
+/// operator's handlers) and the operator tenant (walhook's notifications about every tenant).
+bool closed_tenant(const std::string& tenant, const std::string& operator_tenant) {
+  try {
+    operations::check_tenant_name(tenant, operator_tenant);
+    return false;
+  } catch (const user_error&) {
+    return true;
+  }
 }
 
 api_response unauthorized(std::string_view why) {
@@ -83,7 +106,16 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
       auto denied = unauthorized("give Authorization: Bearer <token> (walhook tenant token create)");
       co_return co_await refuse(req, std::move(denied));
     }
-    if (auto wait = limiter_.take(operations::sha256_hex(token), std::chrono::steady_clock::now())) {
+    // A client whose tokens keep failing is refused before the database: a flood of invented
+    // tokens must not take the worker every tenant shares.
+    const auto now = std::chrono::steady_clock::now();
+    const std::string client = req.remote.empty() ? std::string("-") : req.remote;
+    if (failed_.exhausted(client, now)) {
+      auto a = error_response(429, "too many requests with invalid tokens from this address");
+      a.headers.emplace_back("Retry-After", "10");
+      co_return a;
+    }
+    if (auto wait = limiter_.take(operations::sha256_hex(token), now)) {
       auto a = error_response(429, fmt::format("too many requests with this token: at most {} per second", settings_.rate));
       a.headers.emplace_back("Retry-After", std::to_string(wait->count()));
       co_return a;
@@ -91,10 +123,19 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
     auto routed = route_of(req.method, req.target);
     if (auto* answer = std::get_if<api_response>(&routed)) co_return std::move(*answer);
     const auto r = std::get<route>(routed);
-    if (r.changes && !req.body.empty() && !req.content_type.starts_with("application/json"))
+    if (r.changes && !req.body.empty() && !is_json(req.content_type))
       co_return error_response(415, "send the body as Content-Type: application/json");
     auto answer = co_await run(token, r, req);
-    if (answer.status == 401) co_return co_await refuse(req, std::move(answer));
+    if (answer.status == 401) {
+      failed_.take(client, std::chrono::steady_clock::now());
+      co_return co_await refuse(req, std::move(answer));
+    }
+    if (answer.status >= 500) {
+      // The database worker logged what failed (admin.database_failed); a customer is told no
+      // more than that it should come back.
+      answer = error_response(answer.status, "the service is unavailable now: try again shortly");
+      answer.headers.emplace_back("Retry-After", "5");
+    }
     co_return answer;
   }
 
@@ -110,7 +151,8 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
     }
     return worker_.run([this, token, r, &req, record = std::move(record)](blocking_db& db) mutable -> api_response {
       auto holder = operations::authenticate(db, token);
-      if (!holder) return unauthorized("unknown, revoked or expired token");
+      if (!holder || closed_tenant(holder->tenant, settings_.operator_tenant))
+        return unauthorized("unknown, revoked or expired token");
       if (r.changes && holder->scope != operations::token_scope::manage)
         return error_response(403, "this token's scope is read: changes need a token of scope manage");
       const caller c{.holder = std::move(*holder),
@@ -137,6 +179,9 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
   api_settings settings_;
   db_worker worker_;
   rate_limiter limiter_;
+  /// Failed authentications per client address: 1 a second, 20 at once; past that, 429 without
+  /// a query.
+  rate_limiter failed_{1.0, 20.0};
   auth_failure_log failures_;
 };
 

@@ -62,8 +62,22 @@ pg::query_result read_endpoint(blocking_db& db, const caller& c, std::int64_t id
   return r;
 }
 
+/// Text a tenant gives: no NUL (PostgreSQL's text cannot hold it: it would be cut there), at most
+/// `max` bytes.
+void check_text(std::string_view member, const std::string& text, std::size_t max) {
+  if (text.find('\0') != std::string::npos) throw invalid_input(fmt::format("{} must not contain NUL", member));
+  if (text.size() > max) throw invalid_input(fmt::format("{} has at most {} bytes", member, max));
+}
+
+/// At most 100 event types of at most 200 bytes each: routing compares each event with them.
+void check_types(const std::vector<std::string>& types) {
+  if (types.size() > 100) throw invalid_input("event_types has at most 100 types");
+  for (const auto& t : types) check_text("an event type", t, 200);
+}
+
 /// Only http(s) URLs: brokers (nats://, amqp://) are the operator's to configure.
 void check_tenant_url(const std::string& url) {
+  check_text("url", url, 2048);
   operations::check_url(url);
   const auto scheme = url.substr(0, url.find(':'));
   if (scheme != "http" && scheme != "https")
@@ -124,9 +138,11 @@ api_response create_endpoint(blocking_db& db, const caller& c, const api_request
   if (e.url.empty()) throw invalid_input("give {\"url\": \"https://…\"} (and \"event_types\": […] to choose)");
   check_tenant_url(e.url);
   e.event_types = body.strings("event_types").value_or(std::vector<std::string>{});
+  check_types(e.event_types);
   e.description = body.text("description").value_or("");
-  if (e.description.size() > 500) throw invalid_input("description has at most 500 bytes");
+  check_text("description", e.description, 500);
   e.ordering = body.text("ordering").value_or("none");
+  if (e.ordering != "none" && e.ordering != "aggregate") throw invalid_input("ordering must be none or aggregate");
   db_transaction tx(db);
   // One creation at a time per tenant, so two at once cannot both pass the count.
   db.exec("SELECT pg_advisory_xact_lock(hashtextextended('walhook.tenant_api:' || $1, 0))", pg::params{e.tenant});
@@ -161,12 +177,15 @@ api_response update_endpoint(blocking_db& db, const caller& c, std::int64_t id, 
   u.url = body.text("url");
   if (u.url) check_tenant_url(*u.url);
   u.event_types = body.strings("event_types");
+  if (u.event_types) check_types(*u.event_types);
   u.description = body.text("description");
-  if (u.description && u.description->size() > 500) throw invalid_input("description has at most 500 bytes");
+  if (u.description) check_text("description", *u.description, 500);
   if (auto n = body.integer("max_concurrency")) {
     check_concurrency(*n, operations::limits_of(db, c.holder.tenant));
     u.max_concurrency = static_cast<int>(*n);
   }
+  if (!u.url && !u.event_types && !u.description && !u.max_concurrency)
+    throw invalid_input("give at least one of url, event_types, description, max_concurrency");
   operations::update(db, id, u);
   audit(db, c, "endpoint.update", id);
   return get_endpoint(db, c, id);

@@ -4,7 +4,8 @@
 // another tenant's endpoint or event is answered exactly like one that does not exist (404).
 // events.cpp: GET /v1/events[/{id}]; endpoints.cpp: the endpoint routes; actions.cpp: pause,
 // resume, rotate-secret, test, deliveries, resend, replay. Changes write the audit log
-// (walhook.tenant_audit) in their transaction and log tenant.action.
+// (walhook.tenant_audit: a creation in its transaction, the others as soon as the operation they
+// share with the CLI has committed) and log tenant.action.
 
 #include "relay/admin/request.hpp"
 #include "relay/admin/verdict.hpp"

@@ -19,6 +19,12 @@ void rate_limiter::forget_full(std::chrono::steady_clock::time_point now) {
   });
 }
 
+bool rate_limiter::exhausted(const std::string& key, std::chrono::steady_clock::time_point now) const {
+  const auto it = buckets_.find(key);
+  if (it == buckets_.end()) return false;
+  return std::min(burst_, it->second.tokens + std::max(0.0, seconds_between(it->second.at, now)) * rate_) < 1.0;
+}
+
 std::optional<std::chrono::seconds> rate_limiter::take(const std::string& key,
                                                        std::chrono::steady_clock::time_point now) {
   auto it = buckets_.find(key);

@@ -19,6 +19,8 @@ class rate_limiter {
   /// Takes one request of `key` (a token's hash) at `now`: nullopt if it may go, else how long
   /// until it could (rounded up to a whole second, at least 1 s).
   std::optional<std::chrono::seconds> take(const std::string& key, std::chrono::steady_clock::time_point now);
+  /// Whether a request of `key` would be refused at `now`, without taking one.
+  bool exhausted(const std::string& key, std::chrono::steady_clock::time_point now) const;
   /// Buckets kept now (at most max_keys: full ones are forgotten first).
   std::size_t size() const { return buckets_.size(); }
   static constexpr std::size_t max_keys = 10000;

@@ -34,28 +34,9 @@ using namespace walhook;
 using namespace std::chrono_literals;
 using walhook::test::call;
 using walhook::test::http_answer;
+using walhook::test::raw_exchange;
 
 namespace {
-
-/// Sends `bytes` as they are and reads until the server closes (5 s): the raw answer.
-std::string raw_exchange(unsigned short port, const std::string& bytes) {
-  namespace beast = boost::beast;
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(5s);
-  boost::system::error_code ec;
-  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
-  if (ec) return {};
-  boost::asio::write(stream, boost::asio::buffer(bytes), ec);
-  std::string out;
-  char chunk[4096];
-  for (;;) {
-    auto n = stream.read_some(boost::asio::buffer(chunk), ec);
-    out.append(chunk, n);
-    if (ec) break;
-  }
-  return out;
-}
 
 std::string publish(relay::blocking_db& db, const std::string& tenant) {
   pg::params p{tenant, "order.paid", R"({"n":1})"};

@@ -216,7 +216,38 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
     CHECK(std::string_view(parser.parse(r.body)["secret"]).starts_with("whsec_"));
   }
 
+  // --- a disabled endpoint is the operator's to enable; the tenant may pause and resume
+  {
+    std::string out;
+    REQUIRE(test::run_walhook({"endpoint", "disable", "--database-url", s.url, std::to_string(acme_ep)}, out) == 0);
+    CHECK(call(port, "POST", fmt::format("/v1/endpoints/{}/resume", acme_ep), bearer(acme, true)).status == 409);
+    CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", {std::to_string(acme_ep)}) == "disabled");
+    REQUIRE(test::run_walhook({"endpoint", "enable", "--database-url", s.url, std::to_string(acme_ep)}, out) == 0);
+    CHECK(call(port, "POST", fmt::format("/v1/endpoints/{}/pause", acme_ep), bearer(acme, true)).status == 200);
+    CHECK(call(port, "POST", fmt::format("/v1/endpoints/{}/resume", acme_ep), bearer(acme, true)).status == 200);
+    CHECK(s.value("SELECT status FROM walhook.endpoints WHERE id = $1", {std::to_string(acme_ep)}) == "active");
+  }
+
+  // --- a token of the operator tenant (made with another --operator-tenant) opens nothing; nor
+  // do two Authorization fields
+  {
+    const auto ops = create_token(s.url, "walhook-operator", "manage", {"--operator-tenant", "ops"});
+    REQUIRE(!ops.empty());
+    CHECK(call(port, "GET", "/v1/events", bearer(ops)).status == 401);
+    CHECK(test::raw_status(port, fmt::format("GET /v1/endpoints HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n"
+                                             "Authorization: Bearer {}\r\nConnection: close\r\n\r\n",
+                                             acme, globex)) == 401);
+  }
+
   // --- bad bodies, limits
+  CHECK(call(port, "POST", "/v1/endpoints", {{"Authorization", "Bearer " + acme}, {"Content-Type", "application/jsonp"}},
+             R"({"url": "https://a.example"})")
+            .status == 415);
+  {
+    std::string many = "[";
+    for (int i = 0; i < 101; ++i) many += fmt::format(R"({}"t{}")", i ? "," : "", i);
+    CHECK(create(acme, "/many", many + "]").status == 400);
+  }
   CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true), "{not json").status == 400);
   CHECK(call(port, "POST", "/v1/endpoints", bearer(acme, true), R"({"url": "https://a.example", "tenant_id": "globex"})")
             .status == 400);
@@ -278,11 +309,12 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
   CHECK(call(port, "DELETE", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme)).status == 200);
   CHECK(call(port, "GET", fmt::format("/v1/endpoints/{}", acme_ep), bearer(acme)).status == 404);
   CHECK(s.value("SELECT string_agg(action, ',' ORDER BY id) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") ==
-        "endpoint.create,delivery.resend,endpoint.test,endpoint.rotate_secret,endpoint.update,endpoint.delete");
+        "endpoint.create,delivery.resend,endpoint.test,endpoint.rotate_secret,endpoint.pause,endpoint.resume,"
+        "endpoint.update,endpoint.delete");
   CHECK(s.value("SELECT count(DISTINCT token) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") == "1");
   CHECK(s.value("SELECT min(token) FROM walhook.tenant_audit WHERE tenant_id = 'acme'") ==
         relay::operations::tenant_token_fingerprint(acme));
-  CHECK(walhook.count_in_log("\"tenant.action\"") == 7);  // acme's six and globex's create
+  CHECK(walhook.count_in_log("\"tenant.action\"") == 9);  // acme's eight and globex's create
   CHECK(walhook.log().find(acme) == std::string::npos);
   CHECK(walhook.stop() == 0);
 }

@@ -20,4 +20,10 @@ http_answer call(unsigned short port, const std::string& method, const std::stri
                  std::map<std::string, std::string> headers = {}, const std::string& body = "",
                  std::chrono::seconds deadline = std::chrono::seconds{5});
 
+/// Sends `bytes` as they are to 127.0.0.1:port and reads until the server closes (5 s): the raw
+/// answer ("" if it could not connect).
+std::string raw_exchange(unsigned short port, const std::string& bytes);
+/// The status of raw_exchange's answer (0 if there is none).
+unsigned raw_status(unsigned short port, const std::string& bytes);
+
 }  // namespace walhook::test
