@@ -52,15 +52,20 @@ std::optional<token_scope> parse_scope(std::string_view text) {
   return std::nullopt;
 }
 
+std::string base64url_encode(std::string_view bytes) {
+  auto text = delivery::base64_encode(bytes);
+  std::replace(text.begin(), text.end(), '+', '-');
+  std::replace(text.begin(), text.end(), '/', '_');
+  text.erase(std::remove(text.begin(), text.end(), '='), text.end());
+  return text;
+}
+
 std::string generate_tenant_token() {
   std::array<unsigned char, 32> bytes{};
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
     throw std::runtime_error("OpenSSL RAND_bytes failed: no token generated");
-  auto text = delivery::base64_encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  std::replace(text.begin(), text.end(), '+', '-');
-  std::replace(text.begin(), text.end(), '/', '_');
-  text.erase(std::remove(text.begin(), text.end(), '='), text.end());
-  return std::string(tenant_token_prefix) + text;
+  return std::string(tenant_token_prefix) +
+         base64url_encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 std::string sha256_hex(std::string_view text) {
@@ -86,6 +91,15 @@ void check_tenant_name(const std::string& tenant, std::string_view operator_tena
     throw invalid_input(fmt::format("tenant '{}' is the operator tenant: its endpoints receive walhook's notifications "
                                     "about every tenant's endpoints, so it gets no tenant API token",
                                     tenant));
+}
+
+bool is_closed_tenant(const std::string& tenant, std::string_view operator_tenant) {
+  try {
+    check_tenant_name(tenant, operator_tenant);
+    return false;
+  } catch (const invalid_input&) {
+    return true;
+  }
 }
 
 created_token create_token(blocking_db& db, const std::string& tenant, token_scope scope,

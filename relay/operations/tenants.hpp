@@ -28,6 +28,9 @@ std::optional<token_scope> parse_scope(std::string_view text);
 /// The prefix of every tenant API token (so a leaked one is recognisable, e.g. by secret scanners).
 inline constexpr std::string_view tenant_token_prefix = "wht_";
 
+/// Base64url (RFC 4648 §5) of `bytes`, without padding: tokens and the tenant API's cursors. Pure.
+std::string base64url_encode(std::string_view bytes);
+
 /// A new token: tenant_token_prefix + base64url of 32 random bytes (OpenSSL RAND_bytes).
 std::string generate_tenant_token();
 /// SHA-256 of `text` as 64 lowercase hex digits. Pure.
@@ -41,6 +44,8 @@ std::string tenant_token_fingerprint(std::string_view token);
 /// private-network rule) and not `operator_tenant` (its endpoints receive walhook's notifications
 /// about every tenant's endpoints). Throws invalid_input saying which. Pure.
 void check_tenant_name(const std::string& tenant, std::string_view operator_tenant);
+/// Whether no token may act for `tenant`: check_tenant_name would refuse it. Pure.
+bool is_closed_tenant(const std::string& tenant, std::string_view operator_tenant);
 
 struct created_token {
   std::int64_t id = 0;

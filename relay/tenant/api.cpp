@@ -50,17 +50,6 @@ bool is_json(std::string_view content_type) {
          });
 }
 
-/// A tenant no token may act for, whatever the token table says: an inbox source's (the
-/// operator's handlers) and the operator tenant (walhook's notifications about every tenant).
-bool closed_tenant(const std::string& tenant, const std::string& operator_tenant) {
-  try {
-    operations::check_tenant_name(tenant, operator_tenant);
-    return false;
-  } catch (const user_error&) {
-    return true;
-  }
-}
-
 api_response unauthorized(std::string_view why) {
   auto a = error_response(401, why);
   a.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"walhook\"");
@@ -151,7 +140,7 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
     }
     return worker_.run([this, token, r, &req, record = std::move(record)](blocking_db& db) mutable -> api_response {
       auto holder = operations::authenticate(db, token);
-      if (!holder || closed_tenant(holder->tenant, settings_.operator_tenant))
+      if (!holder || operations::is_closed_tenant(holder->tenant, settings_.operator_tenant))
         return unauthorized("unknown, revoked or expired token");
       if (r.changes && holder->scope != operations::token_scope::manage)
         return error_response(403, "this token's scope is read: changes need a token of scope manage");

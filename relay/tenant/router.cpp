@@ -3,6 +3,7 @@
 #include "delivery/signing.hpp"
 #include "relay/admin/router.hpp"
 #include "relay/operations/operations.hpp"
+#include "relay/operations/tenants.hpp"
 
 #include <boost/url/parse.hpp>
 #include <fmt/format.h>
@@ -48,14 +49,6 @@ bool fits(const std::vector<std::string>& seg, std::string_view path) {
   for (std::size_t i = 0; i < seg.size(); ++i)
     if (!want[i].starts_with('{') && want[i] != seg[i]) return false;
   return true;
-}
-
-std::string base64url(std::string_view bytes) {
-  auto text = delivery::base64_encode(bytes);
-  std::replace(text.begin(), text.end(), '+', '-');
-  std::replace(text.begin(), text.end(), '/', '_');
-  text.erase(std::remove(text.begin(), text.end(), '='), text.end());
-  return text;
 }
 
 std::optional<std::string> from_base64url(std::string_view text) {
@@ -156,7 +149,7 @@ std::variant<deliveries_query, api_response> deliveries_query_of(std::string_vie
 }
 
 std::string events_cursor(std::string_view created_at, std::int64_t seq) {
-  return base64url(fmt::format("c1|{}|{}", created_at, seq));
+  return operations::base64url_encode(fmt::format("c1|{}|{}", created_at, seq));
 }
 
 std::optional<std::pair<std::string, std::int64_t>> parse_events_cursor(std::string_view text) {
