@@ -111,6 +111,7 @@ GRANT DELETE ON walhook.tenant_limits TO walhook_admin;
 -- POST /v1/endpoints/{id}/test: a walhook.test event routed to that endpoint alone.
 GRANT INSERT (tenant_id, event_type, payload, endpoint_id, by_walhook) ON walhook.outbox TO walhook_admin;
 GRANT SELECT, INSERT ON walhook.tenant_audit TO walhook_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.portal_codes, walhook.portal_sessions TO walhook_admin;
 
 -- The inbox (migration 010): the ingest server reads sources and calls inbox_accept, nothing
 -- more; a consumer's SQL kit is the application's; sources are the operators'.

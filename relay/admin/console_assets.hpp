@@ -4,6 +4,7 @@
 // next to the binary.
 
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace walhook::relay {
@@ -14,7 +15,17 @@ struct console_asset {
   std::string_view body;
 };
 
+namespace detail {
+/// A file embedded by relay/admin/embed_console.cmake, by path ("/app.js").
+struct embedded_file {
+  std::string_view path;
+  std::string_view body;
+};
+}  // namespace detail
+
 /// The asset served at `path` ("/" is index.html), or nullopt.
 std::optional<console_asset> find_console_asset(std::string_view path);
+/// The same, among `files` (another embedded folder: the tenant portal's).
+std::optional<console_asset> find_embedded_asset(std::span<const detail::embedded_file> files, std::string_view path);
 
 }  // namespace walhook::relay

@@ -1,7 +1,11 @@
-# Writes OUT, a C++ file holding every file under DIR (relay/admin/console/) as a byte array, for
+# Writes OUT, a C++ file holding every file under DIR (relay/admin/console/, relay/tenant/portal/)
+# as a byte array, returned by the function NAME (default console_files) for
 # relay/admin/console_assets.cpp. Run at build time by relay/CMakeLists.txt (cmake -P), so editing a
 # page rebuilds only this file. Bytes, not string literals: no delimiter to collide with, no
 # literal length limit, binary files (images) too.
+if(NOT NAME)
+  set(NAME console_files)
+endif()
 file(GLOB_RECURSE files RELATIVE "${DIR}" "${DIR}/*")
 list(FILTER files EXCLUDE REGEX "(^|/)\\.")  # editor and VCS leftovers
 list(SORT files)
@@ -18,17 +22,12 @@ foreach(rel ${files})
   string(APPEND table "    {\"/${rel}\", {reinterpret_cast<const char*>(file_${i}), ${bytes}}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-file(WRITE "${OUT}.tmp" "// Generated from relay/admin/console/* by relay/admin/embed_console.cmake. Do not edit.
-#include <span>
-#include <string_view>
+file(WRITE "${OUT}.tmp" "// Generated from ${DIR} by relay/admin/embed_console.cmake. Do not edit.
+#include \"relay/admin/console_assets.hpp\"
 namespace walhook::relay::detail {
-struct embedded_file {
-  std::string_view path;
-  std::string_view body;
-};
 namespace {
 ${arrays}}  // namespace
-std::span<const embedded_file> console_files() {
+std::span<const embedded_file> ${NAME}() {
   static const embedded_file all[] = {
 ${table}    {\"\", {}}};
   return {all, sizeof all / sizeof all[0] - 1};

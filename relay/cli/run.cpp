@@ -303,7 +303,8 @@ int serve(run_options options, const admin_access& access, const admin_access& a
       .rate = options.api_rate,
       .burst = options.api_burst,
       .slot_base = shard_slot_base(options.slot, options.shard),
-      .operator_tenant = options.dispatch.notifications.operator_tenant};
+      .operator_tenant = options.dispatch.notifications.operator_tenant,
+      .tls = api_access.tls != nullptr};
   engine e(ioc.get_executor(), std::move(options));
   std::unique_ptr<admin_server> admin;
   if (!admin_listen.empty()) {

@@ -1,4 +1,4 @@
-// `walhook tenant token create|list|revoke` and `walhook tenant limits`: the tenant API's tokens
+// `walhook tenant token create|list|revoke`, `walhook tenant limits` and `walhook tenant portal-link`: the tenant API's tokens
 // and what a tenant may do by itself (relay/operations/tenants.hpp, docs/tenant-api.md).
 
 #include "relay/cli/commands.hpp"
@@ -105,6 +105,41 @@ command add_revoke(CLI::App* token) {
           }};
 }
 
+command add_portal_link(CLI::App* tenant) {
+  struct state {
+    std::string database_url;
+    std::string tenant;
+    std::string expires = "15m";
+    std::string base_url = "http://localhost:8443";
+    std::string operator_tenant = std::string(default_operator_tenant);
+  };
+  auto s = std::make_shared<state>();
+  auto* c = tenant->add_subcommand("portal-link",
+                                   "Mint a one-time link to the tenant portal (/portal/ of walhook run --api-listen)");
+  add_database_url(c, s->database_url);
+  c->add_option("--tenant", s->tenant, "The tenant whose portal it opens")->required();
+  c->add_option("--expires", s->expires, "How long the link can be opened (at most 24h); the session then lasts 1h")
+      ->capture_default_str();
+  c->add_option("--base-url", s->base_url, "Where customers reach --api-listen (scheme, host, port)")
+      ->capture_default_str();
+  c->add_option("--operator-tenant", s->operator_tenant, "The operator tenant of walhook run (it gets no link)")
+      ->capture_default_str();
+  return {c, [s] {
+            const auto lifetime = parse_duration(s->expires, "--expires");
+            operations::check_tenant_name(s->tenant, s->operator_tenant);
+            std::string base = s->base_url;
+            while (!base.empty() && base.back() == '/') base.pop_back();
+            if (!base.starts_with("http://") && !base.starts_with("https://"))
+              throw cli_error("--base-url must start with http:// or https://");
+            blocking_db db(s->database_url);
+            operations::require_schema(db);
+            const auto code = operations::create_portal_code(db, s->tenant, lifetime, s->operator_tenant);
+            std::cout << fmt::format("link: {}/portal/#code={}\nexpires: {}\n", base, code.code, code.expires_at)
+                      << "note: the link opens the portal once; send it to the customer over a channel you trust\n";
+            return 0;
+          }};
+}
+
 command add_limits(CLI::App* tenant) {
   struct state {
     std::string database_url;
@@ -136,7 +171,7 @@ command add_tenant(CLI::App& app) {
   c->require_subcommand(1);
   auto* token = c->add_subcommand("token", "Create, list and revoke tenant API tokens");
   token->require_subcommand(1);
-  std::vector<command> verbs{add_create(token), add_list(token), add_revoke(token), add_limits(c)};
+  std::vector<command> verbs{add_create(token), add_list(token), add_revoke(token), add_limits(c), add_portal_link(c)};
   return {c, [verbs] {
             for (const auto& v : verbs)
               if (v.app->parsed()) return v.run();

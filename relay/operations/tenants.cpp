@@ -60,13 +60,25 @@ std::string base64url_encode(std::string_view bytes) {
   return text;
 }
 
-std::string generate_tenant_token() {
+namespace {
+
+/// 32 random bytes (OpenSSL RAND_bytes) in base64url.
+std::string random_text() {
   std::array<unsigned char, 32> bytes{};
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
-    throw std::runtime_error("OpenSSL RAND_bytes failed: no token generated");
-  return std::string(tenant_token_prefix) +
-         base64url_encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    throw std::runtime_error("OpenSSL RAND_bytes failed: nothing random generated");
+  return base64url_encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
+
+/// A code, session id or CSRF token's form: 43 base64url characters (anything else is never looked up).
+bool random_text_form(std::string_view text) {
+  return text.size() == 43 &&
+         text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::string generate_tenant_token() { return std::string(tenant_token_prefix) + random_text(); }
 
 std::string sha256_hex(std::string_view text) {
   std::array<unsigned char, SHA256_DIGEST_LENGTH> d{};
@@ -218,6 +230,64 @@ tenant_limits set_limits(blocking_db& db, const std::string& tenant, std::option
       pg::params{tenant, std::to_string(l.max_endpoints), std::to_string(l.max_concurrency)});
   tx.commit();
   return l;
+}
+
+portal_code create_portal_code(blocking_db& db, const std::string& tenant, std::chrono::seconds lifetime,
+                               std::string_view operator_tenant) {
+  check_tenant_name(tenant, operator_tenant);
+  if (lifetime.count() <= 0 || lifetime > max_portal_link_lifetime)
+    throw invalid_input("--expires must be between 1s and 24h: the link is meant to be opened at once");
+  portal_code c;
+  c.code = random_text();
+  auto r = db.exec(
+      "INSERT INTO walhook.portal_codes (code_sha256, tenant_id, expires_at) "
+      "VALUES ($1, $2, now() + make_interval(secs => $3::bigint)) RETURNING expires_at",
+      pg::params{sha256_hex(c.code), tenant, std::to_string(lifetime.count())});
+  c.expires_at = timestamp_of(r, 0, 0).value_or("");
+  return c;
+}
+
+std::optional<portal_session> exchange_portal_code(blocking_db& db, const std::string& code) {
+  if (!random_text_form(code)) return std::nullopt;
+  db_transaction tx(db);
+  db.exec("DELETE FROM walhook.portal_sessions WHERE expires_at < now()");
+  db.exec("DELETE FROM walhook.portal_codes WHERE expires_at < now() - interval '1 day'");
+  auto r = db.exec(
+      "UPDATE walhook.portal_codes SET used_at = now() "
+      "WHERE code_sha256 = $1 AND used_at IS NULL AND expires_at > now() RETURNING tenant_id",
+      pg::params{sha256_hex(code)});
+  if (r.rows() == 0) return std::nullopt;
+  portal_session s;
+  s.id = random_text();
+  s.csrf = random_text();
+  s.tenant = r.value(0, 0);
+  auto created = db.exec(
+      "INSERT INTO walhook.portal_sessions (session_sha256, tenant_id, csrf_sha256, expires_at) "
+      "VALUES ($1, $2, $3, now() + make_interval(secs => $4::bigint)) RETURNING expires_at",
+      pg::params{sha256_hex(s.id), s.tenant, sha256_hex(s.csrf), std::to_string(portal_session_lifetime.count())});
+  s.expires_at = timestamp_of(created, 0, 0).value_or("");
+  tx.commit();
+  return s;
+}
+
+std::optional<token_holder> authenticate_session(blocking_db& db, const std::string& id, const std::string& csrf) {
+  if (!random_text_form(id) || !random_text_form(csrf)) return std::nullopt;
+  const auto hash = sha256_hex(id);
+  auto r = db.exec(
+      "SELECT tenant_id FROM walhook.portal_sessions "
+      "WHERE session_sha256 = $1 AND csrf_sha256 = $2 AND expires_at > now()",
+      pg::params{hash, sha256_hex(csrf)});
+  if (r.rows() == 0) return std::nullopt;
+  token_holder h;
+  h.tenant = r.value(0, 0);
+  h.scope = token_scope::manage;
+  h.fingerprint = "portal:" + hash.substr(0, 12);
+  return h;
+}
+
+void end_session(blocking_db& db, const std::string& id) {
+  if (!random_text_form(id)) return;
+  db.exec("DELETE FROM walhook.portal_sessions WHERE session_sha256 = $1", pg::params{sha256_hex(id)});
 }
 
 void write_audit(blocking_db& db, const audit_entry& e) {

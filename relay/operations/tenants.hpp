@@ -100,6 +100,37 @@ tenant_limits limits_of(blocking_db& db, const std::string& tenant);
 tenant_limits set_limits(blocking_db& db, const std::string& tenant, std::optional<int> max_endpoints,
                          std::optional<int> max_concurrency);
 
+/// The portal (/portal/): a one-time code `walhook tenant portal-link` mints, exchanged once,
+/// before it expires, for a session. Codes, session ids and CSRF tokens are 32 random bytes in
+/// base64url; only their SHA-256 is stored.
+inline constexpr std::chrono::seconds max_portal_link_lifetime{24 * 3600};
+inline constexpr std::chrono::seconds portal_session_lifetime{3600};
+
+struct portal_code {
+  std::string code;
+  std::string expires_at;  ///< RFC 3339 UTC
+};
+/// A one-time code for `tenant`, valid for `lifetime` (1 s to max_portal_link_lifetime). Throws
+/// invalid_input (check_tenant_name, the lifetime).
+portal_code create_portal_code(blocking_db& db, const std::string& tenant, std::chrono::seconds lifetime,
+                               std::string_view operator_tenant);
+
+struct portal_session {
+  std::string id;    ///< the cookie's value
+  std::string csrf;  ///< the X-CSRF-Token every request of the session carries
+  std::string tenant;
+  std::string expires_at;  ///< RFC 3339 UTC: portal_session_lifetime after the exchange
+};
+/// Exchanges `code` for a new session: nullopt if it is unknown, used or expired (one answer for
+/// all). The code is marked used in the same statement that checks it, so two exchanges at once
+/// cannot both succeed. Sessions and codes past their expiry are deleted on the way.
+std::optional<portal_session> exchange_portal_code(blocking_db& db, const std::string& code);
+/// The holder of a session (scope manage, fingerprint "portal:" + 12 hex digits of its id's hash)
+/// if `id` names one not expired and `csrf` is its CSRF token; nullopt otherwise.
+std::optional<token_holder> authenticate_session(blocking_db& db, const std::string& id, const std::string& csrf);
+/// Ends the session `id` (sign out); nothing if there is none.
+void end_session(blocking_db& db, const std::string& id);
+
 /// One line of the audit log (walhook.tenant_audit), written in the caller's transaction.
 struct audit_entry {
   std::string tenant;

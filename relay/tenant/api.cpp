@@ -11,7 +11,9 @@
 #include "relay/engine/engine.hpp"
 #include "relay/operations/errors.hpp"
 #include "relay/operations/tenants.hpp"
+#include "relay/admin/json_body.hpp"
 #include "relay/tenant/handlers.hpp"
+#include "relay/tenant/portal.hpp"
 #include "relay/tenant/rate_limit.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -90,56 +92,112 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
 
   asio::awaitable<api_response> handle(const api_request& req) override {
     auto self = shared_from_this();  // the worker's answer may come after stop()
-    const auto token = bearer_of(req.authorization);
-    if (token.empty()) {
+    const std::string_view path = std::string_view(req.target).substr(0, req.target.find('?'));
+    if (path == "/portal" || path.starts_with("/portal/")) co_return co_await portal(req, path);
+    // A bearer token, or else the portal's session cookie with its CSRF token.
+    credentials cred{.token = bearer_of(req.authorization), .session = {}};
+    if (cred.token.empty()) cred.session = cookie_value(req.cookie, portal_cookie);
+    if (cred.token.empty() && cred.session.empty()) {
       auto denied = unauthorized("give Authorization: Bearer <token> (walhook tenant token create)");
       co_return co_await refuse(req, std::move(denied));
     }
-    // A client whose tokens keep failing is refused before the database: a flood of invented
-    // tokens must not take the worker every tenant shares.
-    const auto now = std::chrono::steady_clock::now();
-    const std::string client = req.remote.empty() ? std::string("-") : req.remote;
-    if (failed_.exhausted(client, now)) {
-      auto a = error_response(429, "too many requests with invalid tokens from this address");
-      a.headers.emplace_back("Retry-After", "10");
-      co_return a;
-    }
-    if (auto wait = limiter_.take(operations::sha256_hex(token), now)) {
-      auto a = error_response(429, fmt::format("too many requests with this token: at most {} per second", settings_.rate));
-      a.headers.emplace_back("Retry-After", std::to_string(wait->count()));
-      co_return a;
-    }
+    if (!cred.session.empty() && req.csrf_token.empty())
+      co_return error_response(403, "a portal session's request carries its X-CSRF-Token");
+    if (auto refused = admit(req, cred.token.empty() ? cred.session : cred.token)) co_return std::move(*refused);
     auto routed = route_of(req.method, req.target);
     if (auto* answer = std::get_if<api_response>(&routed)) co_return std::move(*answer);
     const auto r = std::get<route>(routed);
     if (r.changes && !req.body.empty() && !is_json(req.content_type))
       co_return error_response(415, "send the body as Content-Type: application/json");
-    auto answer = co_await run(token, r, req);
+    auto answer = co_await run(std::move(cred), r, req);
+    co_return co_await finish(req, std::move(answer));
+  }
+
+  void stop() override { worker_.stop(); }
+
+ private:
+  /// Who asks: a bearer token, or a portal session (its cookie; the CSRF token is the request's).
+  struct credentials {
+    std::string token;
+    std::string session;
+  };
+
+  /// Before the database: a client whose credentials keep failing (a flood of invented tokens
+  /// must not take the worker every tenant shares), then the rate of these credentials.
+  std::optional<api_response> admit(const api_request& req, const std::string& secret) {
+    const auto now = std::chrono::steady_clock::now();
+    if (failed_.exhausted(client_of(req), now)) {
+      auto a = error_response(429, "too many requests with invalid tokens from this address");
+      a.headers.emplace_back("Retry-After", "10");
+      return a;
+    }
+    if (auto wait = limiter_.take(operations::sha256_hex(secret), now)) {
+      auto a = error_response(429, fmt::format("too many requests with this token: at most {} per second", settings_.rate));
+      a.headers.emplace_back("Retry-After", std::to_string(wait->count()));
+      return a;
+    }
+    return std::nullopt;
+  }
+
+  /// After the database: a 401 counted and delayed; a 5xx told no more than to come back (the
+  /// worker logged what failed, admin.database_failed).
+  asio::awaitable<api_response> finish(const api_request& req, api_response answer) {
     if (answer.status == 401) {
-      failed_.take(client, std::chrono::steady_clock::now());
+      failed_.take(client_of(req), std::chrono::steady_clock::now());
       co_return co_await refuse(req, std::move(answer));
     }
     if (answer.status >= 500) {
-      // The database worker logged what failed (admin.database_failed); a customer is told no
-      // more than that it should come back.
       answer = error_response(answer.status, "the service is unavailable now: try again shortly");
       answer.headers.emplace_back("Retry-After", "5");
     }
     co_return answer;
   }
 
-  void stop() override { worker_.stop(); }
+  static std::string client_of(const api_request& req) { return req.remote.empty() ? std::string("-") : req.remote; }
 
- private:
-  /// The database part: the token's row, its scope, the handler. Not a coroutine (db_worker::run).
-  asio::awaitable<api_response> run(const std::string& token, const route& r, const api_request& req) {
+  /// /portal/…: its files (GET), POST /portal/session {"code"} (a one-time code for a session),
+  /// POST /portal/logout.
+  asio::awaitable<api_response> portal(const api_request& req, std::string_view path) {
+    const bool post = req.method == "POST";
+    if (path != "/portal/session" && path != "/portal/logout") {
+      if (req.method != "GET" && req.method != "HEAD") co_return error_response(405, "use GET here");
+      co_return portal_file(path);
+    }
+    if (!post) co_return error_response(405, "use POST here");
+    if (path == "/portal/logout") {
+      const auto id = cookie_value(req.cookie, portal_cookie);
+      co_return co_await worker_.run([id, secure = settings_.tls](blocking_db& db) {
+        operations::end_session(db, id);
+        return session_ended(secure);
+      });
+    }
+    if (!is_json(req.content_type)) co_return error_response(415, "send the body as Content-Type: application/json");
+    if (auto refused = admit(req, "portal-code:" + client_of(req))) co_return std::move(*refused);
+    auto answer = co_await worker_.run([&req, secure = settings_.tls](blocking_db& db) {
+      json_body body(req.body);
+      body.only({"code"});
+      auto session = operations::exchange_portal_code(db, body.text("code").value_or(""));
+      if (!session) return unauthorized("this link is used or expired: ask for a new one");
+      log::info("tenant.portal_session", {{"tenant", session->tenant},
+                                          {"session", "portal:" + operations::sha256_hex(session->id).substr(0, 12)},
+                                          {"remote", req.remote.empty() ? std::string("-") : req.remote}});
+      return session_started(*session, secure);
+    });
+    co_return co_await finish(req, std::move(answer));
+  }
+
+  /// The database part: the token's row (or the session's), its scope, the handler. Not a
+  /// coroutine (db_worker::run).
+  asio::awaitable<api_response> run(credentials cred, const route& r, const api_request& req) {
     event_record record;
     if (r.kind == route_kind::event) {
       const auto& log = engine_.recent_outcomes();
       record = {log.of_event(r.event_id), record_window{.kept = log.size(), .oldest = log.oldest()}};
     }
-    return worker_.run([this, token, r, &req, record = std::move(record)](blocking_db& db) mutable -> api_response {
-      auto holder = operations::authenticate(db, token);
+    return worker_.run([this, cred = std::move(cred), r, &req, record = std::move(record)](blocking_db& db) mutable
+                       -> api_response {
+      auto holder = cred.token.empty() ? operations::authenticate_session(db, cred.session, req.csrf_token)
+                                       : operations::authenticate(db, cred.token);
       if (!holder || operations::is_closed_tenant(holder->tenant, settings_.operator_tenant))
         return unauthorized("unknown, revoked or expired token");
       if (r.changes && holder->scope != operations::token_scope::manage)

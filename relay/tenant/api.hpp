@@ -31,6 +31,7 @@ struct api_settings {
   double burst = 40;            ///< --api-burst
   std::string slot_base;        ///< --slot without a shard's suffix
   std::string operator_tenant;  ///< --operator-tenant
+  bool tls = false;             ///< the listener speaks TLS: the portal's cookie is Secure
 };
 
 /// The site admin_server serves on --api-listen.

@@ -7,6 +7,9 @@
 --   * tenant_limits: what the operator lets a tenant do by itself: how many endpoints, and the
 --     highest max_concurrency one may have. No row: the defaults of docs/tenant-api.md.
 --   * tenant_audit: every change made through the tenant API, with the token's fingerprint.
+--   * portal_codes, portal_sessions: the tenant portal (/portal/). `walhook tenant portal-link`
+--     stores a one-time code's hash; the portal exchanges the code, once and before it expires,
+--     for a session (its id's hash, a CSRF token's hash, an absolute expiry).
 --
 -- None of these is readable or writable by the application's role (sql/roles.sql grants them to
 -- walhook_admin alone): a token row written by the application would open another tenant's data.
@@ -43,6 +46,23 @@ CREATE TABLE walhook.tenant_audit (
 );
 CREATE INDEX tenant_audit_tenant_at ON walhook.tenant_audit (tenant_id, at);
 
+CREATE TABLE walhook.portal_codes (
+  code_sha256 text PRIMARY KEY CHECK (code_sha256 ~ '^[0-9a-f]{64}$'),
+  tenant_id   text NOT NULL,
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  expires_at  timestamptz NOT NULL,
+  used_at     timestamptz
+);
+
+CREATE TABLE walhook.portal_sessions (
+  session_sha256 text PRIMARY KEY CHECK (session_sha256 ~ '^[0-9a-f]{64}$'),
+  tenant_id      text NOT NULL,
+  csrf_sha256    text NOT NULL CHECK (csrf_sha256 ~ '^[0-9a-f]{64}$'),
+  created_at     timestamptz NOT NULL DEFAULT now(),
+  expires_at     timestamptz NOT NULL
+);
+CREATE INDEX portal_sessions_expires ON walhook.portal_sessions (expires_at);
+
 -- GET /v1/events pages a tenant's events by (created_at, seq): this index serves the order and
 -- the cursor's row comparison, so a page costs the same on the first day and on the thirtieth.
 CREATE INDEX outbox_tenant_created_seq ON walhook.outbox (tenant_id, created_at, seq);
@@ -55,6 +75,7 @@ BEGIN
     GRANT DELETE ON walhook.tenant_limits TO walhook_admin;
     GRANT INSERT (tenant_id, event_type, payload, endpoint_id, by_walhook) ON walhook.outbox TO walhook_admin;
     GRANT SELECT, INSERT ON walhook.tenant_audit TO walhook_admin;
+    GRANT SELECT, INSERT, UPDATE, DELETE ON walhook.portal_codes, walhook.portal_sessions TO walhook_admin;
     GRANT USAGE ON ALL SEQUENCES IN SCHEMA walhook TO walhook_admin;
   END IF;
 END

@@ -82,6 +82,13 @@ unsigned short walhook_process::admin_port() const {
   return static_cast<unsigned short>(std::stoi(m[1]));
 }
 
+unsigned short walhook_process::api_port() const {
+  std::smatch m;
+  const auto text = log();
+  if (!std::regex_search(text, m, std::regex(R"("api.listening".*"port":(\d+))"))) return 0;
+  return static_cast<unsigned short>(std::stoi(m[1]));
+}
+
 walhook_process::~walhook_process() { release(); }
 
 void walhook_process::release() {

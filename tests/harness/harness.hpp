@@ -48,6 +48,8 @@ class walhook_process {
   pid_t pid() const { return pid_; }
   /// The port its admin listener bound (`admin.listening` in its log); 0 if none yet.
   unsigned short admin_port() const;
+  /// The port its tenant API bound (`api.listening` in its log); 0 if none yet.
+  unsigned short api_port() const;
   bool running();
   /// Exit code once reaped by running()/wait() (128 + signal if killed), -1 before.
   int exit_code() const { return exit_code_; }

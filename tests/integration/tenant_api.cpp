@@ -35,13 +35,6 @@ std::string create_token(const std::string& url, const std::string& tenant, cons
   return m[2];
 }
 
-unsigned short api_port(const test::walhook_process& w) {
-  std::smatch m;
-  const auto text = w.log();
-  if (!std::regex_search(text, m, std::regex(R"("api.listening".*"port":(\d+))"))) return 0;
-  return static_cast<unsigned short>(std::stoi(m[1]));
-}
-
 std::map<std::string, std::string> bearer(const std::string& token, bool json = false) {
   std::map<std::string, std::string> h{{"Authorization", "Bearer " + token}};
   if (json) h["Content-Type"] = "application/json";
@@ -83,7 +76,7 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
   auto walhook = s.start_walhook({"--api-listen", "127.0.0.1:0", "--api-rate", "50", "--api-burst", "60"});
   INFO(walhook.log_tail(6000));
   REQUIRE(test::eventually([&] { return walhook.count_in_log("\"replication.streaming\"") == 1; }, 30s));
-  const auto port = api_port(walhook);
+  const auto port = walhook.api_port();
   REQUIRE(port != 0);
 
   // --- 401: no token, a wrong one, a well-formed unknown one; the admin routes are not here
