@@ -1,4 +1,5 @@
-// `walhook tenant token create|list|revoke`, `walhook tenant limits` and `walhook tenant portal-link`: the tenant API's tokens
+// `walhook tenant token create|list|revoke`, `walhook tenant limits`, `walhook tenant portal-link` and
+// `walhook tenant portal-logout`: the tenant API's tokens
 // and what a tenant may do by itself (relay/operations/tenants.hpp, docs/tenant-api.md).
 
 #include "relay/cli/commands.hpp"
@@ -140,6 +141,24 @@ command add_portal_link(CLI::App* tenant) {
           }};
 }
 
+command add_portal_logout(CLI::App* tenant) {
+  struct state {
+    std::string database_url;
+    std::string tenant;
+  };
+  auto s = std::make_shared<state>();
+  auto* c = tenant->add_subcommand("portal-logout", "End every portal session of a tenant (a link that leaked)");
+  add_database_url(c, s->database_url);
+  c->add_option("--tenant", s->tenant, "The tenant")->required();
+  return {c, [s] {
+            blocking_db db(s->database_url);
+            operations::require_schema(db);
+            std::cout << fmt::format("tenant {}: {} portal sessions ended\n", s->tenant,
+                                     operations::end_sessions(db, s->tenant));
+            return 0;
+          }};
+}
+
 command add_limits(CLI::App* tenant) {
   struct state {
     std::string database_url;
@@ -171,7 +190,7 @@ command add_tenant(CLI::App& app) {
   c->require_subcommand(1);
   auto* token = c->add_subcommand("token", "Create, list and revoke tenant API tokens");
   token->require_subcommand(1);
-  std::vector<command> verbs{add_create(token), add_list(token), add_revoke(token), add_limits(c), add_portal_link(c)};
+  std::vector<command> verbs{add_create(token), add_list(token), add_revoke(token), add_limits(c), add_portal_link(c), add_portal_logout(c)};
   return {c, [verbs] {
             for (const auto& v : verbs)
               if (v.app->parsed()) return v.run();

@@ -285,9 +285,14 @@ std::optional<token_holder> authenticate_session(blocking_db& db, const std::str
   return h;
 }
 
-void end_session(blocking_db& db, const std::string& id) {
-  if (!random_text_form(id)) return;
-  db.exec("DELETE FROM walhook.portal_sessions WHERE session_sha256 = $1", pg::params{sha256_hex(id)});
+void end_session(blocking_db& db, const std::string& id, const std::string& csrf) {
+  if (!random_text_form(id) || !random_text_form(csrf)) return;
+  db.exec("DELETE FROM walhook.portal_sessions WHERE session_sha256 = $1 AND csrf_sha256 = $2",
+          pg::params{sha256_hex(id), sha256_hex(csrf)});
+}
+
+std::int64_t end_sessions(blocking_db& db, const std::string& tenant) {
+  return db.exec("DELETE FROM walhook.portal_sessions WHERE tenant_id = $1", pg::params{tenant}).affected();
 }
 
 void write_audit(blocking_db& db, const audit_entry& e) {

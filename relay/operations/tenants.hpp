@@ -128,8 +128,11 @@ std::optional<portal_session> exchange_portal_code(blocking_db& db, const std::s
 /// The holder of a session (scope manage, fingerprint "portal:" + 12 hex digits of its id's hash)
 /// if `id` names one not expired and `csrf` is its CSRF token; nullopt otherwise.
 std::optional<token_holder> authenticate_session(blocking_db& db, const std::string& id, const std::string& csrf);
-/// Ends the session `id` (sign out); nothing if there is none.
-void end_session(blocking_db& db, const std::string& id);
+/// Ends the session `id` if `csrf` is its CSRF token (sign out); nothing otherwise.
+void end_session(blocking_db& db, const std::string& id, const std::string& csrf);
+/// Ends every portal session of `tenant` (the operator's `walhook tenant portal-logout`);
+/// returns how many.
+std::int64_t end_sessions(blocking_db& db, const std::string& tenant);
 
 /// One line of the audit log (walhook.tenant_audit), written in the caller's transaction.
 struct audit_entry {

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_map>
 
 namespace walhook::relay::tenant {
 namespace asio = boost::asio;
@@ -109,8 +110,9 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
     const auto r = std::get<route>(routed);
     if (r.changes && !req.body.empty() && !is_json(req.content_type))
       co_return error_response(415, "send the body as Content-Type: application/json");
+    const std::string secret = cred.token.empty() ? cred.session : cred.token;
     auto answer = co_await run(std::move(cred), r, req);
-    co_return co_await finish(req, std::move(answer));
+    co_return co_await finish(req, std::move(answer), secret);
   }
 
   void stop() override { worker_.stop(); }
@@ -126,12 +128,17 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
   /// must not take the worker every tenant shares), then the rate of these credentials.
   std::optional<api_response> admit(const api_request& req, const std::string& secret) {
     const auto now = std::chrono::steady_clock::now();
-    if (failed_.exhausted(client_of(req), now)) {
+    const auto key = operations::sha256_hex(secret);
+    // Credentials that worked in the last minute pass the address's gate: behind a proxy every
+    // customer shares one address, and a stranger's failures must not lock them out.
+    const auto good = known_good_.find(key);
+    const bool trusted = good != known_good_.end() && now - good->second < std::chrono::minutes{1};
+    if (!trusted && failed_.exhausted(client_of(req), now)) {
       auto a = error_response(429, "too many requests with invalid tokens from this address");
       a.headers.emplace_back("Retry-After", "10");
       return a;
     }
-    if (auto wait = limiter_.take(operations::sha256_hex(secret), now)) {
+    if (auto wait = limiter_.take(key, now)) {
       auto a = error_response(429, fmt::format("too many requests with this token: at most {} per second", settings_.rate));
       a.headers.emplace_back("Retry-After", std::to_string(wait->count()));
       return a;
@@ -141,7 +148,11 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
 
   /// After the database: a 401 counted and delayed; a 5xx told no more than to come back (the
   /// worker logged what failed, admin.database_failed).
-  asio::awaitable<api_response> finish(const api_request& req, api_response answer) {
+  asio::awaitable<api_response> finish(const api_request& req, api_response answer, const std::string& secret = {}) {
+    if (!secret.empty() && answer.status != 401) {
+      if (known_good_.size() >= 10000) known_good_.clear();  // bounded; they earn their place again
+      known_good_[operations::sha256_hex(secret)] = std::chrono::steady_clock::now();
+    }
     if (answer.status == 401) {
       failed_.take(client_of(req), std::chrono::steady_clock::now());
       co_return co_await refuse(req, std::move(answer));
@@ -164,16 +175,27 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
       co_return portal_file(path);
     }
     if (!post) co_return error_response(405, "use POST here");
-    if (path == "/portal/logout") {
-      const auto id = cookie_value(req.cookie, portal_cookie);
-      co_return co_await worker_.run([id, secure = settings_.tls](blocking_db& db) {
-        operations::end_session(db, id);
-        return session_ended(secure);
-      });
-    }
+    if (auto refused = admit(req, "portal:" + client_of(req))) co_return std::move(*refused);
+    if (path == "/portal/logout") co_return co_await sign_out(req);
     if (!is_json(req.content_type)) co_return error_response(415, "send the body as Content-Type: application/json");
-    if (auto refused = admit(req, "portal-code:" + client_of(req))) co_return std::move(*refused);
-    auto answer = co_await worker_.run([&req, secure = settings_.tls](blocking_db& db) {
+    auto answer = co_await sign_in(req);
+    co_return co_await finish(req, std::move(answer));
+  }
+
+  /// POST /portal/logout: ends the session of the cookie if the request carries its CSRF token.
+  /// Not a coroutine: GCC 12 destroyed a temporary lambda passed to db_worker::run inside a
+  /// coroutine twice (a crash on every sign-out; db_worker.hpp).
+  asio::awaitable<api_response> sign_out(const api_request& req) {
+    return worker_.run([id = cookie_value(req.cookie, portal_cookie), csrf = req.csrf_token,
+                        secure = settings_.tls](blocking_db& db) {
+      operations::end_session(db, id, csrf);
+      return session_ended(secure);
+    });
+  }
+
+  /// POST /portal/session {"code"}: the one-time code for a session. Not a coroutine (as sign_out).
+  asio::awaitable<api_response> sign_in(const api_request& req) {
+    return worker_.run([&req, secure = settings_.tls](blocking_db& db) {
       json_body body(req.body);
       body.only({"code"});
       auto session = operations::exchange_portal_code(db, body.text("code").value_or(""));
@@ -183,7 +205,6 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
                                           {"remote", req.remote.empty() ? std::string("-") : req.remote}});
       return session_started(*session, secure);
     });
-    co_return co_await finish(req, std::move(answer));
   }
 
   /// The database part: the token's row (or the session's), its scope, the handler. Not a
@@ -229,6 +250,8 @@ class tenant_api final : public http_site, public std::enable_shared_from_this<t
   /// Failed authentications per client address: 1 a second, 20 at once; past that, 429 without
   /// a query.
   rate_limiter failed_{1.0, 20.0};
+  /// Credentials (their hash) that authenticated, and when last.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> known_good_;
   auth_failure_log failures_;
 };
 

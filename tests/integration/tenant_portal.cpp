@@ -146,10 +146,36 @@ TEST_CASE("tenant portal in Chromium: one-time link, add an endpoint, resend, ro
         "endpoint.create,delivery.resend,endpoint.rotate_secret");
   CHECK(s.value("SELECT bool_and(token LIKE 'portal:%') FROM walhook.tenant_audit WHERE tenant_id = 'acme'") == "t");
 
+  // --- sign out: the session ends (a stray logout without a cookie changes nothing, and walhook runs on)
+  CHECK(test::call(port, "POST", "/portal/logout").status == 200);
+  CHECK(walhook.running());
+  b.evaluate(click("#sign-out"));
+  REQUIRE(b.wait_for("document.getElementById('message').textContent === 'Signed out.'", 15s));
+  CHECK(test::call(port, "GET", "/v1/endpoints", {{"Cookie", cookie}, {"X-CSRF-Token", csrf}}).status == 401);
+  CHECK(walhook.running());
+
   // --- an expired session signs the page out
+  b.navigate(portal_link(s.url, "acme", port));
+  REQUIRE(b.wait_for("document.body.dataset.ready === 'true'", 15s));
   s.value("UPDATE walhook.portal_sessions SET expires_at = now() - interval '1 second'");
   b.evaluate(click("#events-form button[type=submit]"));
   CHECK(b.wait_for("document.getElementById('message').textContent.includes('session has ended')", 15s));
   CHECK(b.evaluate_bool("document.getElementById('endpoints-section').hidden"));
+
+  // --- the operator ends a tenant's sessions (a link that leaked)
+  {
+    const auto third = portal_link(s.url, "acme", port);
+    auto started = test::call(port, "POST", "/portal/session", {{"Content-Type", "application/json"}},
+                              fmt::format(R"({{"code": "{}"}})", third.substr(third.find("#code=") + 6)));
+    REQUIRE(started.status == 200);
+    const auto set = started.headers["Set-Cookie"];
+    const auto session = set.substr(0, set.find(';'));
+    simdjson::dom::parser parser;
+    const std::string token(std::string_view(parser.parse(started.body)["csrf"]));
+    CHECK(test::call(port, "GET", "/v1/endpoints", {{"Cookie", session}, {"X-CSRF-Token", token}}).status == 200);
+    REQUIRE(test::run_walhook({"tenant", "portal-logout", "--database-url", s.url, "--tenant", "acme"}, out) == 0);
+    CHECK(out.find("1 portal sessions ended") != std::string::npos);
+    CHECK(test::call(port, "GET", "/v1/endpoints", {{"Cookie", session}, {"X-CSRF-Token", token}}).status == 401);
+  }
   CHECK(walhook.stop() == 0);
 }
