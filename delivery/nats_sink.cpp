@@ -168,7 +168,7 @@ struct link : std::enable_shared_from_this<link> {
       wake = arrived.empty();
       arrived.emplace_back(seq, std::move(r));
     }
-    if (wake) post_from_library([self = shared_from_this()] { self->take_replies(); });
+    if (wake) post_from_library([this] { take_replies(); });  // post_from_library holds the link
   }
 
   /// On the engine: completes the attempts whose PubAcks arrived.
@@ -226,10 +226,12 @@ struct link : std::enable_shared_from_this<link> {
 
 /// Links that had a connection. nats.c may call a closed connection's callbacks after
 /// natsConnection_Destroy returns (its callback thread holds a reference), so their closure
-/// lives until the process ends: one small object per connection ever opened.
+/// lives until the process ends: one small object per connection ever opened. Never destroyed,
+/// not even by exit(): nats.c's threads still run while static objects are destroyed, and a
+/// late closed callback found its link freed (std::bad_weak_ptr, an abort after shutdown.done).
 std::vector<std::shared_ptr<link>>& graveyard() {
-  static std::vector<std::shared_ptr<link>> links;
-  return links;
+  static auto* links = new std::vector<std::shared_ptr<link>>;  // leaked on purpose
+  return *links;
 }
 std::mutex graveyard_mutex;
 
@@ -286,7 +288,7 @@ natsStatus ev_detach(void* user) {
 /// nats.c, on its callback thread: the connection closed.
 void on_closed(natsConnection*, void* closure) {
   auto* l = static_cast<link*>(closure);
-  l->post_from_library([self = l->shared_from_this()] { self->lost(); });
+  l->post_from_library([l] { l->lost(); });  // post_from_library holds the link while posted
 }
 
 /// nats.c, on its delivery thread: a reply on the link's inbox.
