@@ -149,10 +149,24 @@ struct state_store::impl {
       for (auto* w : idle_waiters) w->cancel();
   }
   asio::awaitable<pg::error_code> write_one_by_one();
-  /// Writes the batch's second write alone; true (and it is done) if it committed.
+  /// Writes the batch's second write alone — the queue's next one if the batch has no other, so
+  /// a refused write alone in its batch is still told apart from a database refusing every write;
+  /// true (and it is done) if it committed. A second write refused for its own data is tried
+  /// once more as its dead record.
   asio::awaitable<bool> commit_second() {
-    auto statements = build_batch(std::span<const write>(batch.data() + 1, 1));
-    if (!statements.empty() && !co_await writer.async_pipeline(statements, options.statement_timeout)) co_return false;
+    if (batch.size() < 2 && !queue.empty()) {
+      batch.push_back(std::move(queue.front()));
+      batch_callbacks.push_back(std::move(callbacks.front()));
+      queue.pop_front();
+      callbacks.pop_front();
+    }
+    if (batch.size() < 2) co_return false;
+    for (int tries = 0;; ++tries) {
+      auto statements = build_batch(std::span<const write>(batch.data() + 1, 1));
+      if (statements.empty() || co_await writer.async_pipeline(statements, options.statement_timeout)) break;
+      if (tries > 0 || !is_data_error(writer.last_sqlstate()) || !make_dead(batch[1], writer.last_error())) co_return false;
+      ++refused;
+    }
     rows += 1;
     auto cb = std::move(batch_callbacks[1]);
     batch.erase(batch.begin() + 1);
@@ -222,7 +236,7 @@ asio::awaitable<pg::error_code> state_store::impl::write_one_by_one() {
         committed(1);
         break;
       }
-      if (!is_data_error(sqlstate) && !(batch.size() > 1 && co_await commit_second())) co_return res.error();
+      if (!is_data_error(sqlstate) && !co_await commit_second()) co_return res.error();
       if (tries == 0 && sqlstate.starts_with("22") && strip_free_text(batch.front())) continue;
       if (make_dead(batch.front(), error)) {
         ++refused;

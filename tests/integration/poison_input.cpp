@@ -119,6 +119,36 @@ TEST_CASE("a delivery write the server refuses for its data ends that delivery d
   CHECK(w->stop() == 0);
 }
 
+TEST_CASE("a delivery write refused with a non-data SQLSTATE while alone in its batch is told apart by the next write") {
+  setup s("refused_alone");
+  // XX000 is no data error: alone, it looks like a database refusing every write, so walhook
+  // retries it. The next write to come (another delivery's) commits, which shows the refusal was
+  // this row's alone: it ends dead and nothing waits behind it.
+  s.db.exec(R"(CREATE FUNCTION public.refuse_alone() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                   IF NEW.merge_key = 'poison-internal' THEN
+                     RAISE EXCEPTION 'refused with an internal error' USING ERRCODE = 'XX000';
+                   END IF;
+                   RETURN NEW;
+                 END $$)");
+  s.db.exec("CREATE TRIGGER refuse_alone BEFORE INSERT OR UPDATE ON walhook.deliveries "
+            "FOR EACH ROW EXECUTE FUNCTION public.refuse_alone()");
+  relay::receiver_behaviour down;
+  down.status = 503;
+  s.rcv->set_behaviour("/down", down);
+  test::add_endpoint(s.db, "down", s.rcv->url("/down"), delivery::generate_secret());
+  auto w = s.start({"--behind", "rows"});
+  auto internal = s.publish("down", "x", "poison-internal");
+  REQUIRE(test::eventually([&] { return w->log().find("state_store.write_failed") != std::string::npos; }, 20s));
+  CHECK(s.count("true") == "0");  // still retried: one write alone cannot tell
+  s.publish("down", "x", "entity-0");
+  REQUIRE(test::eventually([&] { return s.count("status = 'dead'") == "1"; }, 20s));
+  pg::params p{internal};
+  CHECK(s.value("SELECT last_error LIKE '%refused with an internal error%' FROM walhook.deliveries WHERE event_id = $1", p) == "t");
+  CHECK(test::eventually([&] { return s.count("status = 'pending'") == "1"; }, 20s));
+  CHECK(w->stop() == 0);
+}
+
 TEST_CASE("merge keys: publish() refuses absurd ones with a clear error; the longest allowed still merge") {
   setup s("merge_keys");
   std::string out;
