@@ -1,6 +1,7 @@
--- The tenant API's reconciliation page (GET /v1/events, relay/tenant/events.cpp) on a large
--- outbox: 1,000,000 events of 100 tenants over 29 days, then EXPLAIN ANALYZE of the first page
--- and of a page 9,500 events in (a cursor's row comparison). Run on a migrated, throwaway
+-- The tenant API's reconciliation pages (GET /v1/events, relay/tenant/events.cpp) on a large
+-- outbox: 1,000,000 events of 100 tenants over 29 days, then EXPLAIN ANALYZE of the first page,
+-- of a page 9,500 events in (a cursor's row comparison), and of a resume (the events of 10
+-- transactions committed after the view a resume_cursor follows). Run on a migrated, throwaway
 -- database (it drops the outbox's publication of inserts to keep the WAL small):
 --   psql -d DB -f bench/sql/tenant_events_page.sql
 ALTER PUBLICATION walhook SET TABLE walhook.endpoints;
@@ -8,15 +9,37 @@ INSERT INTO walhook.outbox (tenant_id, event_type, payload, created_at)
 SELECT 't' || (g % 100), 'order.paid', jsonb_build_object('n', g), now() - interval '29 days' + g * interval '2 seconds'
   FROM generate_series(1, 1000000) g;
 ANALYZE walhook.outbox;
+SELECT pg_current_snapshot()::text AS u \gset
 EXPLAIN (ANALYZE, BUFFERS)
 SELECT id, event_type, created_at, payload::text, created_at::text AS position, seq FROM walhook.outbox
  WHERE tenant_id = 't7' AND rejected IS NULL AND endpoint_id IS NULL
    AND created_at >= now() - interval '30 days' AND created_at < 'infinity'
+   AND (xid IS NULL OR pg_visible_in_snapshot(xid, :'u'::pg_snapshot))
  ORDER BY created_at, seq LIMIT 101;
 SELECT created_at::text AS at, seq FROM walhook.outbox WHERE tenant_id = 't7' ORDER BY created_at, seq OFFSET 9500 LIMIT 1 \gset
 EXPLAIN (ANALYZE, BUFFERS)
 SELECT id, event_type, created_at, payload::text, created_at::text AS position, seq FROM walhook.outbox
  WHERE tenant_id = 't7' AND rejected IS NULL AND endpoint_id IS NULL
    AND created_at >= now() - interval '30 days' AND created_at < 'infinity'
+   AND (xid IS NULL OR pg_visible_in_snapshot(xid, :'u'::pg_snapshot))
    AND (tenant_id, created_at, seq) > ('t7', :'at'::timestamptz, :seq::bigint)
+ ORDER BY created_at, seq LIMIT 101;
+-- A resume: 10 transactions of 100 events (all tenants) commit after the view :u.
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
+SELECT pg_current_snapshot()::text AS u2, split_part(:'u', ':', 1) AS lower_xmin \gset
+EXPLAIN (ANALYZE, BUFFERS)
+SELECT id, event_type, created_at, payload::text, created_at::text AS position, seq FROM walhook.outbox
+ WHERE tenant_id = 't7' AND rejected IS NULL AND endpoint_id IS NULL
+   AND created_at >= now() - interval '30 days' AND created_at < 'infinity'
+   AND (xid IS NULL OR pg_visible_in_snapshot(xid, :'u2'::pg_snapshot))
+   AND xid >= :'lower_xmin'::xid8 AND NOT pg_visible_in_snapshot(xid, :'u'::pg_snapshot)
  ORDER BY created_at, seq LIMIT 101;

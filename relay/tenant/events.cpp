@@ -35,15 +35,26 @@ api_response list_events(blocking_db& db, const caller& c, const api_request& re
   auto parsed = events_query_of(req.target);
   if (auto* refused = std::get_if<api_response>(&parsed)) return std::move(*refused);
   const auto& q = std::get<events_query>(parsed);
+  auto view = q.cursor.value_or(events_cursor_state{});
+  // A first reading or a resume: the view is what has committed by now.
+  if (view.upper.empty()) view.upper = db.exec("SELECT pg_current_snapshot()::text").value(0, 0);
   pg::params p{c.holder.tenant, q.since, q.until,
                q.types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(q.types)),
-               std::to_string(q.limit + 1)};
-  std::string sql = events_select;
-  if (q.after) {
+               std::to_string(q.limit + 1), view.upper};
+  // xid: the inserting transaction (migration 005; NULL only on rows from before it).
+  std::string sql = std::string(events_select) + "AND (xid IS NULL OR pg_visible_in_snapshot(xid, $6::pg_snapshot)) ";
+  if (!view.lower.empty()) {
+    // A resume: only what the previous view did not show. None of it is older than that view's
+    // xmin, which the index outbox_xid finds.
+    sql += "AND xid >= $7::xid8 AND NOT pg_visible_in_snapshot(xid, $8::pg_snapshot) ";
+    p.push_back(snapshot_xmin(view.lower));
+    p.push_back(view.lower);
+  }
+  if (view.after) {
     // A row comparison the index (tenant_id, created_at, seq) serves (migration 015).
-    sql += "AND (tenant_id, created_at, seq) > ($1, $6::timestamptz, $7::bigint) ";
-    p.push_back(q.after->first);
-    p.push_back(std::to_string(q.after->second));
+    sql += fmt::format("AND (tenant_id, created_at, seq) > ($1, ${}::timestamptz, ${}::bigint) ", p.size() + 1, p.size() + 2);
+    p.push_back(view.after->first);
+    p.push_back(std::to_string(view.after->second));
   }
   sql += "ORDER BY created_at, seq LIMIT $5::int";
   auto r = db.exec(sql, p);
@@ -60,8 +71,14 @@ api_response list_events(blocking_db& db, const caller& c, const api_request& re
         .end_object();
   }
   j.end_array().key("next_cursor");
-  if (r.rows() > q.limit) j.string(events_cursor(r.value(shown - 1, 4), r.integer(shown - 1, 5)));
-  else j.null();
+  if (r.rows() > q.limit) {
+    view.after = std::pair{std::string(r.value(shown - 1, 4)), r.integer(shown - 1, 5)};
+    j.string(events_cursor(view));
+  } else {
+    // The view is read to its end: what commits from now on, whatever its created_at, comes
+    // after the resume_cursor.
+    j.null().key("resume_cursor").string(events_cursor({view.upper, "", std::nullopt}));
+  }
   j.end_object();
   return {200, j.take()};
 }

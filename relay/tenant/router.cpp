@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <vector>
 
 namespace walhook::relay::tenant {
 
@@ -51,8 +52,12 @@ bool fits(const std::vector<std::string>& seg, std::string_view path) {
   return true;
 }
 
+/// A cursor holds two snapshots, whose lists of transactions in progress grow with the writers
+/// busy at once: some 300 of them still fit the request line (Beast's header limit is 8 KiB).
+constexpr std::size_t max_cursor_size = 6000;
+
 std::optional<std::string> from_base64url(std::string_view text) {
-  if (text.size() > 200 || text.find_first_of("+/=") != std::string_view::npos) return std::nullopt;
+  if (text.size() > max_cursor_size || text.find_first_of("+/=") != std::string_view::npos) return std::nullopt;
   std::string std_text(text);
   std::replace(std_text.begin(), std_text.end(), '-', '+');
   std::replace(std_text.begin(), std_text.end(), '_', '/');
@@ -116,8 +121,8 @@ std::variant<events_query, api_response> events_query_of(std::string_view target
         return invalid(fmt::format("limit must be a whole number from 1 to {}", events_page_max));
       q.limit = *n;
     } else if (param.key == "cursor") {
-      q.after = parse_events_cursor(param.value);
-      if (!q.after) return invalid("cursor must be the next_cursor of a previous page");
+      q.cursor = parse_events_cursor(param.value);
+      if (!q.cursor) return invalid("cursor must be the next_cursor or resume_cursor of a previous page");
     } else {
       return invalid(fmt::format("unknown parameter '{}': since, until, type, limit and cursor are",
                                  std::string(param.key).substr(0, 40)));
@@ -148,22 +153,77 @@ std::variant<deliveries_query, api_response> deliveries_query_of(std::string_vie
   return q;
 }
 
-std::string events_cursor(std::string_view created_at, std::int64_t seq) {
-  return operations::base64url_encode(fmt::format("c1|{}|{}", created_at, seq));
+namespace {
+
+std::optional<std::uint64_t> xid_of(std::string_view text) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || p != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
-std::optional<std::pair<std::string, std::int64_t>> parse_events_cursor(std::string_view text) {
-  const auto raw = from_base64url(text);
-  if (!raw || !raw->starts_with("c1|")) return std::nullopt;
-  const std::string_view rest = std::string_view(*raw).substr(3);
-  const auto bar = rest.find('|');
-  if (bar == std::string_view::npos || bar == 0 || bar > 40) return std::nullopt;
-  const auto at = rest.substr(0, bar);
-  // A timestamp as PostgreSQL writes it: nothing else reaches the query.
-  if (at.find_first_not_of("0123456789-:. +TZ") != std::string_view::npos) return std::nullopt;
-  const auto seq = integer_of(rest.substr(bar + 1));
-  if (!seq || *seq <= 0) return std::nullopt;
-  return std::pair{std::string(at), *seq};
+/// "xmin:xmax:xip,…" with xmin ≤ xmax and each xip in [xmin, xmax), ascending: what
+/// pg_snapshot_in accepts (it would refuse the rest with an error, not a 400).
+bool is_snapshot(std::string_view text) {
+  const auto c1 = text.find(':');
+  const auto c2 = c1 == std::string_view::npos ? c1 : text.find(':', c1 + 1);
+  if (c2 == std::string_view::npos) return false;
+  const auto xmin = xid_of(text.substr(0, c1));
+  const auto xmax = xid_of(text.substr(c1 + 1, c2 - c1 - 1));
+  if (!xmin || !xmax || *xmin == 0 || *xmin > *xmax) return false;
+  std::string_view rest = text.substr(c2 + 1);
+  std::uint64_t last = 0;
+  while (!rest.empty()) {
+    const auto comma = std::min(rest.find(','), rest.size());
+    const auto xip = xid_of(rest.substr(0, comma));
+    if (!xip || *xip < *xmin || *xip >= *xmax || *xip < last) return false;
+    last = *xip;
+    rest.remove_prefix(comma);
+    if (!rest.empty()) {
+      rest.remove_prefix(1);
+      if (rest.empty()) return false;  // a trailing comma
+    }
+  }
+  return true;
 }
+
+}  // namespace
+
+std::string events_cursor(const events_cursor_state& state) {
+  return operations::base64url_encode(fmt::format("c2|{}|{}|{}|{}", state.lower, state.upper,
+                                                  state.after ? state.after->first : "",
+                                                  state.after ? std::to_string(state.after->second) : ""));
+}
+
+std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
+  const auto raw = from_base64url(text);
+  if (!raw || !raw->starts_with("c2|")) return std::nullopt;
+  std::vector<std::string_view> fields;
+  std::string_view rest = std::string_view(*raw).substr(3);
+  for (;;) {
+    const auto bar = rest.find('|');
+    fields.push_back(rest.substr(0, bar));
+    if (bar == std::string_view::npos) break;
+    rest.remove_prefix(bar + 1);
+  }
+  if (fields.size() != 4) return std::nullopt;
+  const std::string_view lower = fields[0], upper = fields[1], at = fields[2], seq_text = fields[3];
+  if ((!lower.empty() && !is_snapshot(lower)) || (!upper.empty() && !is_snapshot(upper))) return std::nullopt;
+  events_cursor_state state{std::string(lower), std::string(upper), std::nullopt};
+  if (upper.empty()) {
+    // A resume_cursor: the view it follows, nothing of the next one shown yet.
+    return !lower.empty() && at.empty() && seq_text.empty() ? std::optional(state) : std::nullopt;
+  }
+  if (at.empty() && seq_text.empty()) return std::nullopt;  // a next_cursor always holds a position
+  // A timestamp as PostgreSQL writes it: nothing else reaches the query.
+  if (at.empty() || at.size() > 40 || at.find_first_not_of("0123456789-:. +TZ") != std::string_view::npos)
+    return std::nullopt;
+  const auto seq = integer_of(seq_text);
+  if (!seq || *seq <= 0) return std::nullopt;
+  state.after = std::pair{std::string(at), *seq};
+  return state;
+}
+
+std::string snapshot_xmin(std::string_view snapshot) { return std::string(snapshot.substr(0, snapshot.find(':'))); }
 
 }  // namespace walhook::relay::tenant

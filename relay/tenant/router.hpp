@@ -58,15 +58,27 @@ struct route {
 /// integer or an event id that is not a UUID.
 std::variant<route, api_response> route_of(std::string_view method, std::string_view target);
 
+/// Where a reading of GET /v1/events stands. A reading is one view of the outbox: the events
+/// whose transactions `upper` (a pg_snapshot, PostgreSQL's text "xmin:xmax:xip,…") shows, and —
+/// after a resume — that `lower` did not, in (created_at, seq) order. Every event a cursor's
+/// pages have not shown yet is ahead of it: in the rest of the view, or in a later one (its
+/// transaction committed after `upper` was taken, whatever its created_at).
+struct events_cursor_state {
+  std::string lower;  ///< the previous view's snapshot; empty: none (the first reading)
+  std::string upper;  ///< this view's snapshot; empty: taken by the request (a resume_cursor)
+  /// The last event shown of this view: its created_at (PostgreSQL's text) and seq.
+  std::optional<std::pair<std::string, std::int64_t>> after;
+  bool operator==(const events_cursor_state&) const = default;
+};
+
 /// GET /v1/events: ?since, ?until (RFC 3339; PostgreSQL checks them), ?type (repeatable or
-/// comma-separated), ?limit (1..1000, default 100), ?cursor (a previous page's next_cursor).
+/// comma-separated), ?limit (1..1000, default 100), ?cursor (a previous page's next_cursor or
+/// resume_cursor).
 struct events_query {
   std::optional<std::string> since, until;
   std::vector<std::string> types;
   std::int64_t limit = 100;
-  /// The position after which the page starts: the last event's created_at (PostgreSQL's text)
-  /// and seq.
-  std::optional<std::pair<std::string, std::int64_t>> after;
+  std::optional<events_cursor_state> cursor;
 };
 inline constexpr std::int64_t events_page_max = 1000;
 /// The query of `target`, or 400 naming the parameter. Unknown parameters are refused (a
@@ -81,9 +93,12 @@ struct deliveries_query {
 };
 std::variant<deliveries_query, api_response> deliveries_query_of(std::string_view target);
 
-/// The opaque cursor of the position after (created_at, seq): base64url, no padding. Pure.
-std::string events_cursor(std::string_view created_at, std::int64_t seq);
-/// The position a cursor holds; nullopt if `text` is not one events_cursor wrote.
-std::optional<std::pair<std::string, std::int64_t>> parse_events_cursor(std::string_view text);
+/// The opaque cursor of `state`: base64url, no padding. Pure.
+std::string events_cursor(const events_cursor_state& state);
+/// The state a cursor holds; nullopt if `text` is not one events_cursor wrote (snapshots as
+/// PostgreSQL's pg_snapshot_in accepts them, a timestamp's characters only, a positive seq).
+std::optional<events_cursor_state> parse_events_cursor(std::string_view text);
+/// The xmin of a pg_snapshot's text (the digits before its first colon). Pure.
+std::string snapshot_xmin(std::string_view snapshot);
 
 }  // namespace walhook::relay::tenant

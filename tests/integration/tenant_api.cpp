@@ -168,6 +168,51 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
     auto none = parser.parse(call(port, "GET", "/v1/events?type=order.shipped", bearer(acme)).body);
     CHECK(simdjson::dom::array(none["data"]).size() == 0);
   }
+  {
+    // A transaction open while the tenant reads: its event's created_at (its start) is before
+    // the events listed, but it commits after. The reading never shows it half-way (a view is
+    // one snapshot); the resume_cursor at its end brings it, once, and nothing else again.
+    relay::blocking_db late_writer(s.url, "late-writer");
+    late_writer.exec("BEGIN");
+    const std::string late(late_writer.exec("SELECT walhook.publish('acme', 'order.late', '{}'::jsonb)::text").value(0, 0));
+    bool open = true;
+    const auto after_it = s.publish("acme", "order.placed");  // neither type is the endpoint's: not delivered
+    const auto read_all = [&](std::string target, std::vector<std::string>& ids) {
+      for (int page = 0; page < 20; ++page) {
+        auto a = call(port, "GET", target, bearer(acme_read));
+        if (a.status != 200) MESSAGE(target << " → " << a.body);
+        REQUIRE(a.status == 200);
+        simdjson::dom::element p = parser.parse(a.body);
+        for (auto e : simdjson::dom::array(p["data"])) ids.emplace_back(std::string_view(e["id"]));
+        if (p["next_cursor"].is_null()) return std::string(std::string_view(p["resume_cursor"]));
+        CHECK(p["resume_cursor"].error() == simdjson::NO_SUCH_FIELD);
+        target = "/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + std::string(std::string_view(p["next_cursor"]));
+        if (open) late_writer.exec("COMMIT");  // mid-reading, behind the position already shown
+        open = false;
+      }
+      FAIL("the reading did not end");
+      return std::string();
+    };
+    std::vector<std::string> first;
+    const auto resume = read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2", first);
+    auto expected = acme_events;
+    expected.push_back(after_it);
+    CHECK(first == expected);  // the view of the reading's start: without the late event
+    CHECK(s.value("SELECT (SELECT created_at FROM walhook.outbox WHERE id = $1::uuid) < "
+                  "(SELECT created_at FROM walhook.outbox WHERE id = $2::uuid)", {late, after_it}) == "t");
+    std::vector<std::string> resumed;
+    const auto again = read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + resume, resumed);
+    CHECK(resumed == std::vector<std::string>{late});
+    std::vector<std::string> nothing;
+    read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + again, nothing);
+    CHECK(nothing.empty());
+    // A cursor's snapshot is the tenant's to forge, and shows it only its own events.
+    const auto everything = relay::operations::base64url_encode("c2|1:1:|||");
+    std::vector<std::string> forged;
+    read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + everything, forged);
+    CHECK(forged.size() == 7);
+    CHECK(std::find(forged.begin(), forged.end(), globex_event) == forged.end());
+  }
   CHECK(call(port, "GET", "/v1/events/" + globex_event, bearer(acme)).status == 404);
   {
     auto a = call(port, "GET", "/v1/events/" + acme_events[0], bearer(acme));
@@ -202,7 +247,7 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
     CHECK(a.status == 202);
     REQUIRE(test::eventually([&] { return s.received("/acme").size() == 7; }, 20s));
     CHECK(s.received("/acme").back().body.find("\"walhook.test\"") != std::string::npos);
-    CHECK(simdjson::dom::array(parser.parse(call(port, "GET", "/v1/events", bearer(acme)).body)["data"]).size() == 5);
+    CHECK(simdjson::dom::array(parser.parse(call(port, "GET", "/v1/events", bearer(acme)).body)["data"]).size() == 7);
     auto r = call(port, "POST", fmt::format("/v1/endpoints/{}/rotate-secret", acme_ep), bearer(acme, true),
                   R"({"grace_seconds": 60})");
     REQUIRE(r.status == 200);

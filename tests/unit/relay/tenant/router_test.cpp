@@ -1,6 +1,7 @@
 // relay/tenant/router.hpp: the routes of the tenant API, the refusals without one, the query of
 // GET /v1/events and its cursor; and relay/tenant/rate_limit.hpp's buckets.
 
+#include "relay/operations/tenants.hpp"
 #include "relay/tenant/rate_limit.hpp"
 #include "relay/tenant/router.hpp"
 
@@ -60,25 +61,52 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(q.since == "2026-01-01T00:00:00Z");
   CHECK(q.types == std::vector<std::string>{"a", "b", "c"});
   CHECK(q.limit == 5);
-  CHECK_FALSE(q.after);
+  CHECK_FALSE(q.cursor);
   CHECK(std::get<events_query>(events_query_of("/v1/events")).limit == 100);
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?limit=0")));
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?limit=1001")));
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?sinse=x")));  // misspelt: refused, not ignored
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?cursor=abc")));
 
-  const auto c = events_cursor("2026-12-03 22:15:39.123456+00", 1234);
+  // A next_cursor: the view's snapshots and the position in it.
+  const events_cursor_state next{"740:745:741,743", "750:760:750,755,759",
+                                 std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1234}}};
+  const auto c = events_cursor(next);
   CHECK(c.find_first_of("+/=") == std::string::npos);
-  auto at = parse_events_cursor(c);
-  REQUIRE(at);
-  CHECK(at->first == "2026-12-03 22:15:39.123456+00");
-  CHECK(at->second == 1234);
+  auto state = parse_events_cursor(c);
+  REQUIRE(state.has_value());
+  CHECK(*state == next);
   auto via_query = std::get<events_query>(events_query_of("/v1/events?cursor=" + c));
-  CHECK(via_query.after == at);
-  // A forged cursor whose timestamp carries SQL, or whose seq is not a number, is no cursor.
-  CHECK_FALSE(parse_events_cursor(events_cursor("2026-01-01'; DROP TABLE x; --", 1)));
-  CHECK_FALSE(parse_events_cursor(events_cursor("2026-01-01", 0)));
+  CHECK(via_query.cursor == state);
+  CHECK(snapshot_xmin(next.lower) == "740");
+  // A resume_cursor: the view it follows, no snapshot of its own, no position.
+  const events_cursor_state resume{"750:760:750,755,759", "", std::nullopt};
+  CHECK(parse_events_cursor(events_cursor(resume)) == resume);
+  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("2026-01-01"), std::int64_t{1}}})).has_value());
+
+  // Forged cursors are no cursors: SQL in the timestamp, a seq that is not positive, snapshots
+  // PostgreSQL would refuse (xmin after xmax, an xip outside [xmin, xmax) or out of order, xmin
+  // 0, text), a resume holding a position, a next_cursor without one, the old format.
+  const auto forged = [](std::string lower, std::string upper, std::string at, std::int64_t seq) {
+    return parse_events_cursor(events_cursor({std::move(lower), std::move(upper),
+                                              at.empty() ? std::nullopt : std::optional(std::pair{at, seq})}));
+  };
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01'; DROP TABLE x; --", 1));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 0));
+  CHECK_FALSE(forged("", "5:2:", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:4", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:9", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:7,6", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:6,", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "0:9:", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:'x'", "2026-01-01", 1));
+  CHECK_FALSE(forged("5:9:", "", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "5:9:", "", 0));
+  CHECK_FALSE(forged("", "", "", 0));
+  CHECK(forged("", "5:9:6,7,7", "2026-01-01", 1).has_value());  // repeats pass, as PostgreSQL lets them
+  CHECK_FALSE(parse_events_cursor(operations::base64url_encode("c1|2026-01-01|1")));
   CHECK_FALSE(parse_events_cursor(""));
+  CHECK_FALSE(parse_events_cursor(std::string(7000, 'A')));
 }
 
 TEST_CASE("GET …/deliveries: status and limit") {
