@@ -35,11 +35,13 @@ INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 1
 INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
 INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
 INSERT INTO walhook.outbox (tenant_id, event_type, payload) SELECT 't' || (g % 100), 'order.late', '{}' FROM generate_series(1, 100) g;
-SELECT pg_current_snapshot()::text AS u2, split_part(:'u', ':', 1) AS lower_xmin \gset
+SELECT pg_current_snapshot()::text AS u2 \gset
+SELECT split_part(:'u2', ':', 2) AS now_xmax, split_part(:'u', ':', 2) AS lower_xmax,
+       '{' || split_part(:'u', ':', 3) || '}' AS lower_xip \gset
 EXPLAIN (ANALYZE, BUFFERS)
 SELECT id, event_type, created_at, payload::text, created_at::text AS position, seq FROM walhook.outbox
  WHERE tenant_id = 't7' AND rejected IS NULL AND endpoint_id IS NULL
    AND created_at >= now() - interval '30 days' AND created_at < 'infinity'
-   AND (xid IS NULL OR pg_visible_in_snapshot(xid, :'u2'::pg_snapshot))
-   AND xid >= :'lower_xmin'::xid8 AND NOT pg_visible_in_snapshot(xid, :'u'::pg_snapshot)
+   AND (xid IS NULL OR xid >= :'now_xmax'::xid8 OR pg_visible_in_snapshot(xid, :'u2'::pg_snapshot))
+   AND xid < :'now_xmax'::xid8 AND (xid >= :'lower_xmax'::xid8 OR xid = ANY (:'lower_xip'::xid8[]))
  ORDER BY created_at, seq LIMIT 101;

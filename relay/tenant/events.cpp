@@ -35,20 +35,36 @@ api_response list_events(blocking_db& db, const caller& c, const api_request& re
   auto parsed = events_query_of(req.target);
   if (auto* refused = std::get_if<api_response>(&parsed)) return std::move(*refused);
   const auto& q = std::get<events_query>(parsed);
-  auto view = q.cursor.value_or(events_cursor_state{});
-  // A first reading or a resume: the view is what has committed by now.
-  if (view.upper.empty()) view.upper = db.exec("SELECT pg_current_snapshot()::text").value(0, 0);
+  const auto filters = filters_digest(q);
+  auto view = q.cursor.value_or(events_cursor_state{.lower = {}, .upper = {}, .after = {}, .filters = filters});
+  if (view.filters != filters)
+    return error_response(400, "this cursor belongs to a reading with other filters: give since, until and type as "
+                               "they were, or start a new reading without the cursor");
+  const std::string now(db.exec("SELECT pg_current_snapshot()::text").value(0, 0));
+  const auto now_xmax = snapshot_xmax(now);
+  // A view ahead of the database: a failover to a standby that had not replayed all of it, or a
+  // restore. Transactions numbered from now on could pass for ones that view showed.
+  if ((!view.lower.empty() && snapshot_xmax(view.lower) > now_xmax) || (!view.upper.empty() && snapshot_xmax(view.upper) > now_xmax))
+    return error_response(409, "this cursor is ahead of the database (a failover or a restore since it was made): "
+                               "start a new reading from a since before the last event you have");
+  // A first reading or a resume: the view is what has committed by now (bounded_snapshot keeps
+  // the cursor within the request line when many writers are busy).
+  if (view.upper.empty()) view.upper = bounded_snapshot(now, view_snapshot_max);
+  // xid: the inserting transaction (migration 005; NULL only on rows from before it). A row seen
+  // with an xid at or past the database's next one was restored from another cluster: it counts
+  // as old, shown by the first reading.
   pg::params p{c.holder.tenant, q.since, q.until,
                q.types.empty() ? std::nullopt : std::optional<std::string>(operations::pg_array_literal(q.types)),
-               std::to_string(q.limit + 1), view.upper};
-  // xid: the inserting transaction (migration 005; NULL only on rows from before it).
-  std::string sql = std::string(events_select) + "AND (xid IS NULL OR pg_visible_in_snapshot(xid, $6::pg_snapshot)) ";
+               std::to_string(q.limit + 1), view.upper, std::to_string(now_xmax)};
+  std::string sql = std::string(events_select) +
+                    "AND (xid IS NULL OR xid >= $7::xid8 OR pg_visible_in_snapshot(xid, $6::pg_snapshot)) ";
   if (!view.lower.empty()) {
-    // A resume: only what the previous view did not show. None of it is older than that view's
-    // xmin, which the index outbox_xid finds.
-    sql += "AND xid >= $7::xid8 AND NOT pg_visible_in_snapshot(xid, $8::pg_snapshot) ";
-    p.push_back(snapshot_xmin(view.lower));
-    p.push_back(view.lower);
+    // A resume: only what the previous view did not show — a transaction from its xmax on, or
+    // one it saw in progress. Both are lookups of the index outbox_xid, however long a
+    // transaction has been open (its xmin would be far back).
+    sql += "AND xid < $7::xid8 AND (xid >= $8::xid8 OR xid = ANY ($9::xid8[])) ";
+    p.push_back(std::to_string(snapshot_xmax(view.lower)));
+    p.push_back(snapshot_xip_array(view.lower));
   }
   if (view.after) {
     // A row comparison the index (tenant_id, created_at, seq) serves (migration 015).
@@ -77,7 +93,7 @@ api_response list_events(blocking_db& db, const caller& c, const api_request& re
   } else {
     // The view is read to its end: what commits from now on, whatever its created_at, comes
     // after the resume_cursor.
-    j.null().key("resume_cursor").string(events_cursor({view.upper, "", std::nullopt}));
+    j.null().key("resume_cursor").string(events_cursor({view.upper, "", std::nullopt, filters}));
   }
   j.end_object();
   return {200, j.take()};

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 #include <vector>
 
 namespace walhook::relay::tenant {
@@ -155,11 +156,20 @@ std::variant<deliveries_query, api_response> deliveries_query_of(std::string_vie
 
 namespace {
 
+/// An xid8 as pg_snapshot_in reads it: decimal, at most 2^63 - 1.
 std::optional<std::uint64_t> xid_of(std::string_view text) {
   std::uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc{} || p != text.data() + text.size()) return std::nullopt;
+  if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
   return v;
+}
+
+/// The three fields of a snapshot's text (it has two colons: checked or PostgreSQL's).
+std::array<std::string_view, 3> snapshot_fields(std::string_view snapshot) {
+  const auto c1 = snapshot.find(':');
+  const auto c2 = snapshot.find(':', c1 + 1);
+  return {snapshot.substr(0, c1), snapshot.substr(c1 + 1, c2 - c1 - 1), snapshot.substr(c2 + 1)};
 }
 
 /// "xmin:xmax:xip,…" with xmin ≤ xmax and each xip in [xmin, xmax), ascending: what
@@ -190,9 +200,10 @@ bool is_snapshot(std::string_view text) {
 }  // namespace
 
 std::string events_cursor(const events_cursor_state& state) {
-  return operations::base64url_encode(fmt::format("c2|{}|{}|{}|{}", state.lower, state.upper,
+  return operations::base64url_encode(fmt::format("c2|{}|{}|{}|{}|{}", state.lower, state.upper,
                                                   state.after ? state.after->first : "",
-                                                  state.after ? std::to_string(state.after->second) : ""));
+                                                  state.after ? std::to_string(state.after->second) : "",
+                                                  state.filters));
 }
 
 std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
@@ -206,17 +217,17 @@ std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
     if (bar == std::string_view::npos) break;
     rest.remove_prefix(bar + 1);
   }
-  if (fields.size() != 4) return std::nullopt;
-  const std::string_view lower = fields[0], upper = fields[1], at = fields[2], seq_text = fields[3];
+  if (fields.size() != 5) return std::nullopt;
+  const std::string_view lower = fields[0], upper = fields[1], at = fields[2], seq_text = fields[3], digest = fields[4];
   if ((!lower.empty() && !is_snapshot(lower)) || (!upper.empty() && !is_snapshot(upper))) return std::nullopt;
-  events_cursor_state state{std::string(lower), std::string(upper), std::nullopt};
+  if (digest.size() != 16 || digest.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
+  events_cursor_state state{std::string(lower), std::string(upper), std::nullopt, std::string(digest)};
   if (upper.empty()) {
     // A resume_cursor: the view it follows, nothing of the next one shown yet.
     return !lower.empty() && at.empty() && seq_text.empty() ? std::optional(state) : std::nullopt;
   }
-  if (at.empty() && seq_text.empty()) return std::nullopt;  // a next_cursor always holds a position
-  // A timestamp as PostgreSQL writes it: nothing else reaches the query.
-  if (at.empty() || at.size() > 40 || at.find_first_not_of("0123456789-:. +TZ") != std::string_view::npos)
+  // A timestamp as PostgreSQL writes it (BC, infinity too): nothing else reaches the query.
+  if (at.empty() || at.size() > 40 || at.find_first_not_of("0123456789-:. +TZBCinfty") != std::string_view::npos)
     return std::nullopt;
   const auto seq = integer_of(seq_text);
   if (!seq || *seq <= 0) return std::nullopt;
@@ -224,6 +235,39 @@ std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
   return state;
 }
 
-std::string snapshot_xmin(std::string_view snapshot) { return std::string(snapshot.substr(0, snapshot.find(':'))); }
+std::string filters_digest(const events_query& q) {
+  std::string text = fmt::format("{}\x1f{}\x1f", q.since.value_or("\x1e"), q.until.value_or("\x1e"));
+  for (const auto& t : q.types) text += t + '\x1f';
+  return operations::sha256_hex(text).substr(0, 16);
+}
+
+std::uint64_t snapshot_xmax(std::string_view snapshot) { return xid_of(snapshot_fields(snapshot)[1]).value_or(0); }
+
+std::string snapshot_xip_array(std::string_view snapshot) { return fmt::format("{{{}}}", snapshot_fields(snapshot)[2]); }
+
+std::string bounded_snapshot(std::string_view snapshot, std::size_t max_size) {
+  if (snapshot.size() <= max_size) return std::string(snapshot);
+  const auto [xmin, xmax, xip] = snapshot_fields(snapshot);
+  std::vector<std::string_view> xips;
+  for (std::string_view rest = xip; !rest.empty();) {
+    const auto comma = std::min(rest.find(','), rest.size());
+    xips.push_back(rest.substr(0, comma));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  // Keep the first k xips that fit; xips[k], the first left out, becomes xmax: every
+  // transaction below it and not among those k had ended when the snapshot was taken. An xip is
+  // no longer than xmax, so the text stays within max_size.
+  if (xips.empty()) return std::string(snapshot);  // 40 digits at most: never over a max_size in use
+  std::size_t k = 0, size = xmin.size() + xmax.size() + 2;
+  while (k + 1 < xips.size()) {
+    const std::size_t add = xips[k].size() + (k > 0 ? 1 : 0);
+    if (size + add > max_size) break;
+    size += add;
+    ++k;
+  }
+  std::string out = fmt::format("{}:{}:", xmin, xips.at(k));
+  for (std::size_t i = 0; i < k; ++i) out += fmt::format("{}{}", i > 0 ? "," : "", xips[i]);
+  return out;
+}
 
 }  // namespace walhook::relay::tenant

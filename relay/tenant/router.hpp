@@ -68,9 +68,10 @@ struct events_cursor_state {
   std::string upper;  ///< this view's snapshot; empty: taken by the request (a resume_cursor)
   /// The last event shown of this view: its created_at (PostgreSQL's text) and seq.
   std::optional<std::pair<std::string, std::int64_t>> after;
+  /// filters_digest() of the reading's filters: a cursor serves the filters it was made with.
+  std::string filters;
   bool operator==(const events_cursor_state&) const = default;
 };
-
 /// GET /v1/events: ?since, ?until (RFC 3339; PostgreSQL checks them), ?type (repeatable or
 /// comma-separated), ?limit (1..1000, default 100), ?cursor (a previous page's next_cursor or
 /// resume_cursor).
@@ -98,7 +99,20 @@ std::string events_cursor(const events_cursor_state& state);
 /// The state a cursor holds; nullopt if `text` is not one events_cursor wrote (snapshots as
 /// PostgreSQL's pg_snapshot_in accepts them, a timestamp's characters only, a positive seq).
 std::optional<events_cursor_state> parse_events_cursor(std::string_view text);
-/// The xmin of a pg_snapshot's text (the digits before its first colon). Pure.
-std::string snapshot_xmin(std::string_view snapshot);
+/// 16 hex digits of SHA-256 of the query's since, until and types, as given. Pure.
+std::string filters_digest(const events_query& q);
+
+/// A pg_snapshot's text taken apart ("xmin:xmax:xip,…", already checked by the parser or made
+/// by PostgreSQL). Pure.
+std::uint64_t snapshot_xmax(std::string_view snapshot);
+/// Its transactions in progress as an xid8[] literal: "{741,743}".
+std::string snapshot_xip_array(std::string_view snapshot);
+/// `snapshot`, or — if its text is longer than `max_size` — the earlier snapshot that shows the
+/// same transactions below its first in-progress ones only: xmax lowered to the first xip left
+/// out. It shows nothing `snapshot` does not; what it leaves out comes in the next view. Keeps
+/// a cursor holding two snapshots within the request line however many writers are busy. Pure.
+std::string bounded_snapshot(std::string_view snapshot, std::size_t max_size);
+/// The longest snapshot text a view takes (bounded_snapshot): two fit in a cursor.
+inline constexpr std::size_t view_snapshot_max = 2000;
 
 }  // namespace walhook::relay::tenant

@@ -6,6 +6,7 @@
 // tenant's limits, the rate limit (429 + Retry-After), bad bodies, and the audit log.
 
 #include "relay/operations/tenants.hpp"
+#include "relay/tenant/router.hpp"
 #include "tests/harness/harness.hpp"
 #include "tests/support/http_call.hpp"
 
@@ -207,11 +208,38 @@ TEST_CASE("tenant API: tokens, isolation between tenants, reconciliation, endpoi
     read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + again, nothing);
     CHECK(nothing.empty());
     // A cursor's snapshot is the tenant's to forge, and shows it only its own events.
-    const auto everything = relay::operations::base64url_encode("c2|1:1:|||");
+    relay::tenant::events_query filters;
+    filters.since = "2000-01-01T00:00:00Z";
+    const auto digest = relay::tenant::filters_digest(filters);
+    const auto everything = relay::tenant::events_cursor({"1:1:", "", std::nullopt, digest});
     std::vector<std::string> forged;
     read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + everything, forged);
     CHECK(forged.size() == 7);
     CHECK(std::find(forged.begin(), forged.end(), globex_event) == forged.end());
+    // A cursor serves the filters it was made with: other ones would skip events silently.
+    auto other = call(port, "GET", "/v1/events?since=2000-01-01T00:00:00Z&type=order.late&cursor=" + again, bearer(acme_read));
+    CHECK(other.status == 400);
+    CHECK(other.body.find("other filters") != std::string::npos);
+    // A view ahead of the database (a failover to a standby behind it, a restore) is refused:
+    // transactions numbered from now on would pass for ones it showed.
+    const auto snapshot = s.value("SELECT pg_current_snapshot()::text");
+    const auto xmax = std::stoull(snapshot.substr(snapshot.find(':') + 1));
+    const auto ahead = relay::tenant::events_cursor({fmt::format("{}:{}:", xmax + 50, xmax + 50), "", std::nullopt, digest});
+    auto refused = call(port, "GET", "/v1/events?since=2000-01-01T00:00:00Z&cursor=" + ahead, bearer(acme_read));
+    CHECK(refused.status == 409);
+    CHECK(refused.body.find("ahead of the database") != std::string::npos);
+    // A row restored from another cluster keeps an xid past this one's: a reading shows it, as
+    // an old event; a resume does not show it again.
+    const auto restored = s.value(
+        "INSERT INTO walhook.outbox (tenant_id, event_type, payload, xid) "
+        "VALUES ('acme', 'order.restored', '{}', (pg_current_xact_id()::text::bigint + 1000000)::text::xid8) RETURNING id");
+    std::vector<std::string> with_restored;
+    const auto after_restore = read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2", with_restored);
+    CHECK(std::count(with_restored.begin(), with_restored.end(), restored) == 1);
+    std::vector<std::string> not_again;
+    read_all("/v1/events?since=2000-01-01T00:00:00Z&limit=2&cursor=" + after_restore, not_again);
+    CHECK(not_again.empty());
+    s.db.exec("DELETE FROM walhook.outbox WHERE id = $1::uuid", {restored});
   }
   CHECK(call(port, "GET", "/v1/events/" + globex_event, bearer(acme)).status == 404);
   {

@@ -6,6 +6,7 @@
 #include "relay/tenant/router.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 using namespace walhook::relay;
 using namespace walhook::relay::tenant;
@@ -68,9 +69,15 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?sinse=x")));  // misspelt: refused, not ignored
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?cursor=abc")));
 
-  // A next_cursor: the view's snapshots and the position in it.
+  // A next_cursor: the view's snapshots, the position in it, the reading's filters.
+  const auto digest = filters_digest(q);
+  CHECK(digest.size() == 16);
+  CHECK(filters_digest(std::get<events_query>(events_query_of("/v1/events?since=2026-01-01T00:00:00Z&type=a,b,c&limit=9"))) ==
+        digest);  // the same filters, another limit
+  CHECK(filters_digest(std::get<events_query>(events_query_of("/v1/events?since=2026-01-01T00:00:00Z&type=a,b"))) != digest);
+  CHECK(filters_digest(std::get<events_query>(events_query_of("/v1/events?until=2026-01-01T00:00:00Z&type=a,b,c"))) != digest);
   const events_cursor_state next{"740:745:741,743", "750:760:750,755,759",
-                                 std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1234}}};
+                                 std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1234}}, digest};
   const auto c = events_cursor(next);
   CHECK(c.find_first_of("+/=") == std::string::npos);
   auto state = parse_events_cursor(c);
@@ -78,19 +85,28 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(*state == next);
   auto via_query = std::get<events_query>(events_query_of("/v1/events?cursor=" + c));
   CHECK(via_query.cursor == state);
-  CHECK(snapshot_xmin(next.lower) == "740");
+  CHECK(snapshot_xmax(next.lower) == 745);
+  CHECK(snapshot_xip_array(next.lower) == "{741,743}");
+  CHECK(snapshot_xip_array("750:750:") == "{}");
   // A resume_cursor: the view it follows, no snapshot of its own, no position.
-  const events_cursor_state resume{"750:760:750,755,759", "", std::nullopt};
+  const events_cursor_state resume{"750:760:750,755,759", "", std::nullopt, digest};
   CHECK(parse_events_cursor(events_cursor(resume)) == resume);
-  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("2026-01-01"), std::int64_t{1}}})).has_value());
+  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("2026-01-01"), std::int64_t{1}}, digest}))
+            .has_value());
+  // PostgreSQL's far-off timestamps are positions too.
+  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("0044-03-15 00:00:00+00 BC"), std::int64_t{1}}, digest}))
+            .has_value());
 
   // Forged cursors are no cursors: SQL in the timestamp, a seq that is not positive, snapshots
   // PostgreSQL would refuse (xmin after xmax, an xip outside [xmin, xmax) or out of order, xmin
-  // 0, text), a resume holding a position, a next_cursor without one, the old format.
-  const auto forged = [](std::string lower, std::string upper, std::string at, std::int64_t seq) {
+  // 0, text, past 2^63 - 1), a resume holding a position, a next_cursor without one, a digest
+  // that is not one, the old format.
+  const auto forged = [&](std::string lower, std::string upper, std::string at, std::int64_t seq, std::string filters = {}) {
     return parse_events_cursor(events_cursor({std::move(lower), std::move(upper),
-                                              at.empty() ? std::nullopt : std::optional(std::pair{at, seq})}));
+                                              at.empty() ? std::nullopt : std::optional(std::pair{at, seq}),
+                                              filters.empty() ? digest : filters}));
   };
+  CHECK(forged("", "1:2:", "2026-01-01", 1).has_value());
   CHECK_FALSE(forged("", "1:2:", "2026-01-01'; DROP TABLE x; --", 1));
   CHECK_FALSE(forged("", "1:2:", "2026-01-01", 0));
   CHECK_FALSE(forged("", "5:2:", "2026-01-01", 1));
@@ -100,13 +116,40 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK_FALSE(forged("", "5:9:6,", "2026-01-01", 1));
   CHECK_FALSE(forged("", "0:9:", "2026-01-01", 1));
   CHECK_FALSE(forged("", "5:9:'x'", "2026-01-01", 1));
+  CHECK_FALSE(forged("", "9223372036854775808:9223372036854775809:", "2026-01-01", 1));
   CHECK_FALSE(forged("5:9:", "", "2026-01-01", 1));
   CHECK_FALSE(forged("", "5:9:", "", 0));
   CHECK_FALSE(forged("", "", "", 0));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, "not hex digits!!"));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, "abc"));
   CHECK(forged("", "5:9:6,7,7", "2026-01-01", 1).has_value());  // repeats pass, as PostgreSQL lets them
   CHECK_FALSE(parse_events_cursor(operations::base64url_encode("c1|2026-01-01|1")));
   CHECK_FALSE(parse_events_cursor(""));
   CHECK_FALSE(parse_events_cursor(std::string(7000, 'A')));
+}
+
+TEST_CASE("bounded_snapshot: a long snapshot becomes an earlier one that shows nothing more") {
+  CHECK(bounded_snapshot("100:200:120,150", 2000) == "100:200:120,150");
+  CHECK(bounded_snapshot("100:200:120,150,170", 15) == "100:170:120,150");
+  CHECK(bounded_snapshot("100:200:120,150,170", 11) == "100:150:120");
+  CHECK(bounded_snapshot("100:200:120,150,170", 10) == "100:120:");
+  // 500 writers busy at once, 10-digit xids: the view keeps the first ones and ends below the
+  // first left out; the text fits, and it is a snapshot the cursor parser (PostgreSQL's rules)
+  // takes.
+  std::string xip;
+  for (int i = 0; i < 500; ++i) xip += fmt::format("{}{}", i ? "," : "", 4000000000LL + 7 * i);
+  const auto text = fmt::format("4000000000:4000009999:{}", xip);
+  const auto bounded = bounded_snapshot(text, view_snapshot_max);
+  CHECK(bounded.size() <= view_snapshot_max);
+  CHECK(bounded.size() > view_snapshot_max - 12);
+  CHECK(bounded.starts_with("4000000000:"));
+  const auto xmax = snapshot_xmax(bounded);
+  CHECK(xmax > 4000000000ULL);
+  CHECK((xmax - 4000000000ULL) % 7 == 0);  // one of the xips
+  CHECK(xip.starts_with(std::string(bounded.substr(bounded.rfind(':') + 1))));
+  const auto cursor = events_cursor({bounded, bounded, std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1}},
+                                     "0123456789abcdef"});
+  CHECK(parse_events_cursor(cursor).has_value());  // two bounded snapshots fit a cursor
 }
 
 TEST_CASE("GET …/deliveries: status and limit") {
