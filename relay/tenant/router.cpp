@@ -200,16 +200,31 @@ bool is_snapshot(std::string_view text) {
 }  // namespace
 
 std::string events_cursor(const events_cursor_state& state) {
-  return operations::base64url_encode(fmt::format("c2|{}|{}|{}|{}|{}", state.lower, state.upper,
+  return operations::base64url_encode(fmt::format("c3|{}|{}|{}|{}|{}|{}", state.history, state.lower, state.upper,
                                                   state.after ? state.after->first : "",
                                                   state.after ? std::to_string(state.after->second) : "",
                                                   state.filters));
 }
 
+namespace {
+
+/// "<system identifier>.<timeline>" as list_events reads it: decimal digits, a dot, 8 hex digits.
+bool is_history(std::string_view text) {
+  const auto dot = text.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 20 || text.size() != dot + 9) return false;
+  return text.substr(0, dot).find_first_not_of("0123456789") == std::string_view::npos &&
+         text.substr(dot + 1).find_first_not_of("0123456789ABCDEF") == std::string_view::npos;
+}
+
+}  // namespace
+
 std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
   const auto raw = from_base64url(text);
-  if (!raw || !raw->starts_with("c2|")) return std::nullopt;
+  // c3 carries the database's history; c2 (walhook before it) does not, and is still read.
+  const bool c3 = raw && raw->starts_with("c3|");
+  if (!raw || (!c3 && !raw->starts_with("c2|"))) return std::nullopt;
   std::vector<std::string_view> fields;
+  if (!c3) fields.emplace_back();
   std::string_view rest = std::string_view(*raw).substr(3);
   for (;;) {
     const auto bar = rest.find('|');
@@ -217,11 +232,13 @@ std::optional<events_cursor_state> parse_events_cursor(std::string_view text) {
     if (bar == std::string_view::npos) break;
     rest.remove_prefix(bar + 1);
   }
-  if (fields.size() != 5) return std::nullopt;
-  const std::string_view lower = fields[0], upper = fields[1], at = fields[2], seq_text = fields[3], digest = fields[4];
+  if (fields.size() != 6) return std::nullopt;
+  const std::string_view history = fields[0], lower = fields[1], upper = fields[2], at = fields[3], seq_text = fields[4],
+                         digest = fields[5];
+  if (c3 && !is_history(history)) return std::nullopt;
   if ((!lower.empty() && !is_snapshot(lower)) || (!upper.empty() && !is_snapshot(upper))) return std::nullopt;
   if (digest.size() != 16 || digest.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
-  events_cursor_state state{std::string(lower), std::string(upper), std::nullopt, std::string(digest)};
+  events_cursor_state state{std::string(lower), std::string(upper), std::nullopt, std::string(digest), std::string(history)};
   if (upper.empty()) {
     // A resume_cursor: the view it follows, nothing of the next one shown yet.
     return !lower.empty() && at.empty() && seq_text.empty() ? std::optional(state) : std::nullopt;
@@ -268,6 +285,12 @@ std::string bounded_snapshot(std::string_view snapshot, std::size_t max_size) {
   std::string out = fmt::format("{}:{}:", xmin, xips.at(k));
   for (std::size_t i = 0; i < k; ++i) out += fmt::format("{}{}", i > 0 ? "," : "", xips[i]);
   return out;
+}
+
+std::string next_view(std::string_view now, std::string_view lower) {
+  auto view = bounded_snapshot(now, view_snapshot_max);
+  if (!lower.empty() && snapshot_xmax(view) < snapshot_xmax(lower)) return std::string(lower);
+  return view;
 }
 
 }  // namespace walhook::relay::tenant

@@ -70,6 +70,10 @@ struct events_cursor_state {
   std::optional<std::pair<std::string, std::int64_t>> after;
   /// filters_digest() of the reading's filters: a cursor serves the filters it was made with.
   std::string filters;
+  /// The database's history the views belong to: "<system identifier>.<timeline>" (PostgreSQL's
+  /// pg_control_system() and the first 8 hex digits of pg_walfile_name(), whose timeline a
+  /// promotion or a point-in-time recovery changes). Empty in a cursor from before it (c2).
+  std::string history;
   bool operator==(const events_cursor_state&) const = default;
 };
 /// GET /v1/events: ?since, ?until (RFC 3339; PostgreSQL checks them), ?type (repeatable or
@@ -114,5 +118,10 @@ std::string snapshot_xip_array(std::string_view snapshot);
 std::string bounded_snapshot(std::string_view snapshot, std::size_t max_size);
 /// The longest snapshot text a view takes (bounded_snapshot): two fit in a cursor.
 inline constexpr std::size_t view_snapshot_max = 2000;
+/// The snapshot of the view a reading takes now: bounded_snapshot(now, view_snapshot_max) — or
+/// `lower`, the previous view, if that cut would be below it (a cut keeps fewer transactions in
+/// progress once the xid counter gains a digit); a view then never hides what an earlier one
+/// showed. `lower` empty: a first reading. Pure.
+std::string next_view(std::string_view now, std::string_view lower);
 
 }  // namespace walhook::relay::tenant

@@ -4,14 +4,19 @@
 // walhook process — never restarted — reconnects to it, finds its slot missing (PostgreSQL 15
 // does not copy logical slots to standbys), records the incident and backfills from the
 // outbox. Every event that reached the standby is delivered, events published after the
-// promotion flow, and the figures (duplicates, times after the promotion) are reported.
+// promotion flow, and the figures (duplicates, times after the promotion) are reported. A tenant's
+// reconciliation cursor made on the old primary is refused by the promoted one (409: another
+// timeline), and a new reading from a since is served.
 
 #include "delivery/signing.hpp"
+#include "relay/tenant/router.hpp"
 #include "sql/statements.hpp"
 #include "tests/harness/harness.hpp"
+#include "tests/support/http_call.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <ctime>
 #include <map>
@@ -65,6 +70,15 @@ TEST_CASE("failover to a promoted standby: the same walhook reconnects, backfill
     relay::blocking_db db(primary.url("failover"));
     test::add_endpoint(db, "t", rcv->url("/in"), delivery::generate_secret());
   }
+  std::string token;
+  {
+    REQUIRE(test::run_walhook({"tenant", "token", "create", "--database-url", primary.url("failover"), "--tenant", "t",
+                               "--scope", "read"},
+                              out) == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(out, m, std::regex("token: (wht_[A-Za-z0-9_-]+)")));
+    token = m[1];
+  }
   relay::embedded_postgres_options copy;
   copy.standby_of = &primary;
   relay::embedded_postgres standby(copy);
@@ -74,7 +88,7 @@ TEST_CASE("failover to a promoted standby: the same walhook reconnects, backfill
   const std::string url = fmt::format(
       "postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/failover?target_session_attrs=read-write", primary.port(),
       standby.port());
-  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", "127.0.0.1:0"}));
+  test::walhook_process walhook(test::run_args(url, slot, {"--admin-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"}));
   walhook.start();
   auto streams = [&](relay::embedded_postgres& server) {
     try {
@@ -101,6 +115,19 @@ TEST_CASE("failover to a promoted standby: the same walhook reconnects, backfill
                           .rate_per_second = 500, .total = 1'000'000});
   before.start();
   REQUIRE(test::eventually([&] { return before.committed() >= 1500 && delivered().size() >= 1000; }, 30s));
+  // A tenant reads its events to the end on the old primary and keeps the resume_cursor.
+  const std::map<std::string, std::string> bearer{{"Authorization", "Bearer " + token}};
+  simdjson::dom::parser parser;
+  std::string resume;
+  for (std::string target = "/v1/events?limit=1000"; resume.empty();) {
+    auto a = test::call(walhook.api_port(), "GET", target, bearer);
+    REQUIRE(a.status == 200);
+    simdjson::dom::element page = parser.parse(a.body);
+    if (page["next_cursor"].is_null())
+      resume = std::string(std::string_view(page["resume_cursor"]));
+    else
+      target = "/v1/events?limit=1000&cursor=" + std::string(std::string_view(page["next_cursor"]));
+  }
   REQUIRE(primary.stop("immediate"));
   before.stop();
   const pid_t walhook_pid = walhook.pid();
@@ -158,6 +185,19 @@ TEST_CASE("failover to a promoted standby: the same walhook reconnects, backfill
   CHECK(test::eventually([&] { return walhook.count_in_log("\"recovery.done\"") == 1; }, 10s));
   CHECK(test::eventually([&] { return streams(standby); }, 10s));
   CHECK(test::http_get(admin_port, "/readyz").first == 200);
+  // The old primary's view is of another timeline: the promoted server may not have had its
+  // last transactions, and numbers new ones as they were. Refused, whatever the numbers; a new
+  // reading from a since is served.
+  const auto view = relay::tenant::parse_events_cursor(resume);
+  REQUIRE(view.has_value());
+  CHECK(relay::tenant::snapshot_xmax(view->lower) <
+        std::stoull(test::query_value(db, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text")));  // numbers alone pass
+  // The API's connection to the old primary breaks under its first request: 503, try again.
+  auto refused = test::call(walhook.api_port(), "GET", "/v1/events?cursor=" + resume, bearer);
+  if (refused.status == 503) refused = test::call(walhook.api_port(), "GET", "/v1/events?cursor=" + resume, bearer);
+  CHECK(refused.status == 409);
+  CHECK(refused.body.find("another history") != std::string::npos);
+  CHECK(test::call(walhook.api_port(), "GET", "/v1/events?limit=10", bearer).status == 200);
   CHECK(test::http_get(admin_port, "/metrics").second.find("walhook_slot_incidents_total 1") != std::string::npos);
 
   long duplicates = 0;

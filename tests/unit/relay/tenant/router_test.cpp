@@ -77,7 +77,8 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(filters_digest(std::get<events_query>(events_query_of("/v1/events?since=2026-01-01T00:00:00Z&type=a,b"))) != digest);
   CHECK(filters_digest(std::get<events_query>(events_query_of("/v1/events?until=2026-01-01T00:00:00Z&type=a,b,c"))) != digest);
   const events_cursor_state next{"740:745:741,743", "750:760:750,755,759",
-                                 std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1234}}, digest};
+                                 std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1234}}, digest,
+                                 "7301234567890123456.0000000A"};
   const auto c = events_cursor(next);
   CHECK(c.find_first_of("+/=") == std::string::npos);
   auto state = parse_events_cursor(c);
@@ -89,22 +90,28 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(snapshot_xip_array(next.lower) == "{741,743}");
   CHECK(snapshot_xip_array("750:750:") == "{}");
   // A resume_cursor: the view it follows, no snapshot of its own, no position.
-  const events_cursor_state resume{"750:760:750,755,759", "", std::nullopt, digest};
+  const events_cursor_state resume{"750:760:750,755,759", "", std::nullopt, digest, "42.00000001"};
   CHECK(parse_events_cursor(events_cursor(resume)) == resume);
-  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("2026-01-01"), std::int64_t{1}}, digest}))
+  // A cursor of walhook before the history (c2) is still read, with none.
+  auto c2 = parse_events_cursor(operations::base64url_encode(fmt::format("c2|750:760:750,755,759||||{}", digest)));
+  REQUIRE(c2.has_value());
+  CHECK(c2->history.empty());
+  CHECK(c2->lower == resume.lower);
+  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("2026-01-01"), std::int64_t{1}}, digest, "1.00000001"}))
             .has_value());
   // PostgreSQL's far-off timestamps are positions too.
-  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("0044-03-15 00:00:00+00 BC"), std::int64_t{1}}, digest}))
+  CHECK(parse_events_cursor(events_cursor({"", "750:760:", std::pair{std::string("0044-03-15 00:00:00+00 BC"), std::int64_t{1}}, digest, "1.00000001"}))
             .has_value());
 
   // Forged cursors are no cursors: SQL in the timestamp, a seq that is not positive, snapshots
   // PostgreSQL would refuse (xmin after xmax, an xip outside [xmin, xmax) or out of order, xmin
   // 0, text, past 2^63 - 1), a resume holding a position, a next_cursor without one, a digest
   // that is not one, the old format.
-  const auto forged = [&](std::string lower, std::string upper, std::string at, std::int64_t seq, std::string filters = {}) {
+  const auto forged = [&](std::string lower, std::string upper, std::string at, std::int64_t seq, std::string filters = {},
+                          std::string history = "1.00000001") {
     return parse_events_cursor(events_cursor({std::move(lower), std::move(upper),
                                               at.empty() ? std::nullopt : std::optional(std::pair{at, seq}),
-                                              filters.empty() ? digest : filters}));
+                                              filters.empty() ? digest : filters, std::move(history)}));
   };
   CHECK(forged("", "1:2:", "2026-01-01", 1).has_value());
   CHECK_FALSE(forged("", "1:2:", "2026-01-01'; DROP TABLE x; --", 1));
@@ -122,7 +129,15 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK_FALSE(forged("", "", "", 0));
   CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, "not hex digits!!"));
   CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, "abc"));
-  CHECK(forged("", "5:9:6,7,7", "2026-01-01", 1).has_value());  // repeats pass, as PostgreSQL lets them
+  CHECK(forged("", "5:9:6,7,7", "2026-01-01", 1).has_value());
+  // A history is digits, a dot and a timeline's 8 hex digits; nothing else (c3 always has one).
+  CHECK(forged("", "1:2:", "2026-01-01", 1, {}, "7301234567890123456.FFFFFFFF").has_value());
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, ""));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, ".00000001"));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, "1.0000001"));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, "1.0000000g"));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, "1'--.00000001"));
+  CHECK_FALSE(forged("", "1:2:", "2026-01-01", 1, {}, "1.00000001|x"));  // repeats pass, as PostgreSQL lets them
   CHECK_FALSE(parse_events_cursor(operations::base64url_encode("c1|2026-01-01|1")));
   CHECK_FALSE(parse_events_cursor(""));
   CHECK_FALSE(parse_events_cursor(std::string(7000, 'A')));
@@ -148,8 +163,24 @@ TEST_CASE("bounded_snapshot: a long snapshot becomes an earlier one that shows n
   CHECK((xmax - 4000000000ULL) % 7 == 0);  // one of the xips
   CHECK(xip.starts_with(std::string(bounded.substr(bounded.rfind(':') + 1))));
   const auto cursor = events_cursor({bounded, bounded, std::pair{std::string("2026-12-03 22:15:39.123456+00"), std::int64_t{1}},
-                                     "0123456789abcdef"});
+                                     "0123456789abcdef", "18446744073709551615.FFFFFFFF"});
   CHECK(parse_events_cursor(cursor).has_value());  // two bounded snapshots fit a cursor
+}
+
+TEST_CASE("next_view: a reading's next view never shows less than the previous one") {
+  CHECK(next_view("100:200:120,150", "") == "100:200:120,150");
+  CHECK(next_view("100:200:120,150", "90:150:95") == "100:200:120,150");
+  // 400 writers busy: the view is cut at the first xid that does not fit the cursor. Were that
+  // cut below the previous view's xmax (the previous view showed the transactions between the
+  // two), the previous view is taken again: nothing is shown twice, and the rest comes once the
+  // busy ones end.
+  std::string xip;
+  for (int i = 0; i < 400; ++i) xip += fmt::format("{}{}", i ? "," : "", 1000000 + i);
+  const auto busy = fmt::format("1000000:1000500:{}", xip);
+  const auto cut = bounded_snapshot(busy, view_snapshot_max);
+  REQUIRE(snapshot_xmax(cut) < 1000400);
+  CHECK(next_view(busy, "1000000:1000100:") == cut);
+  CHECK(next_view(busy, "1000000:1000399:") == "1000000:1000399:");
 }
 
 TEST_CASE("GET …/deliveries: status and limit") {
