@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <vector>
@@ -97,15 +98,32 @@ std::variant<route, api_response> route_of(std::string_view method, std::string_
   return error_response(404, "no such route of the tenant API (docs/tenant-api.md)");
 }
 
+namespace {
+
+/// An RFC 3339 date-time or full-date, as far as its characters go: a date first, then only
+/// digits, "T", ":", ".", a "Z" or an offset (PostgreSQL checks the rest). PostgreSQL's words
+/// ("now", "today", "epoch") and zone names are not: a relative since would mean another time
+/// on each page and resume of a reading, and events would fall between.
+bool is_date_time(std::string_view text) {
+  if (text.size() < 10 || text.size() > 40) return false;
+  for (std::size_t i = 0; i < 10; ++i)
+    if ((i == 4 || i == 7) ? text[i] != '-' : !std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+  return text.substr(10).find_first_not_of("0123456789Tt:.+-Zz ") == std::string_view::npos;
+}
+
+}  // namespace
+
 std::variant<events_query, api_response> events_query_of(std::string_view target) {
   events_query q;
   auto url = boost::urls::parse_origin_form(target);
   if (!url) return invalid("the request target does not parse");
   for (const auto& param : url->params()) {
-    if (param.key == "since") {
-      q.since = param.value;
-    } else if (param.key == "until") {
-      q.until = param.value;
+    if (param.key == "since" || param.key == "until") {
+      if (!is_date_time(param.value))
+        return invalid(fmt::format("{} must be an RFC 3339 date-time, like 2026-12-01T00:00:00Z", std::string(param.key)));
+      (param.key == "since" ? q.since : q.until) = param.value;
+    } else if (param.key.empty() && param.value.empty()) {
+      continue;  // "/v1/events?" or "a=1&&b=2": an empty parameter
     } else if (param.key == "type") {
       std::string_view rest = param.value;
       while (!rest.empty()) {

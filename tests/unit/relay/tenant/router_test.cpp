@@ -68,6 +68,15 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?limit=1001")));
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?sinse=x")));  // misspelt: refused, not ignored
   CHECK(std::holds_alternative<api_response>(events_query_of("/v1/events?cursor=abc")));
+  // since and until are RFC 3339: PostgreSQL's relative words would move between pages.
+  for (const auto* t : {"2026-12-01", "2026-12-01T10:00:00Z", "2026-12-01T10:00:00.123456+05:45", "2026-12-01%2010:00:00-01"})
+    CHECK(std::holds_alternative<events_query>(events_query_of(std::string("/v1/events?since=") + t)));
+  for (const auto* t : {"now", "today", "yesterday", "epoch", "infinity", "2026-12-01%20now", "2026-12-01T10:00%20Europe/Paris",
+                        "26-12-01", "2026/12/01"}) {
+    CHECK(std::holds_alternative<api_response>(events_query_of(std::string("/v1/events?since=") + t)));
+    CHECK(std::holds_alternative<api_response>(events_query_of(std::string("/v1/events?until=") + t)));
+  }
+  CHECK(std::holds_alternative<events_query>(events_query_of("/v1/events?")));  // an empty query
 
   // A next_cursor: the view's snapshots, the position in it, the reading's filters.
   const auto digest = filters_digest(q);
