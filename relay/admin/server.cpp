@@ -56,6 +56,10 @@ void set_security_headers(http::response<http::string_body>& res) {
   res.set("Referrer-Policy", "no-referrer");
 }
 
+/// The most a request's line and header fields may hold: a tenant API cursor (two snapshots,
+/// relay/tenant/router.hpp) beside 100 event types of 80 characters.
+constexpr std::uint32_t header_limit = 16 * 1024;
+
 /// The answer to a request Beast's parser refused, if it deserves one: 413 (body over the
 /// limit), 431 (header over the limit), 400 (malformed). nullopt: the connection just ends
 /// (timeout, the peer closed, a partial request).
@@ -67,7 +71,7 @@ std::optional<http::response<http::string_body>> refusal_of(const boost::system:
     text = "request body too large (at most 1 MiB)\n";
   } else if (ec == http::error::header_limit) {
     status = http::status::request_header_fields_too_large;
-    text = "request header too large (at most 8 KiB, request line included)\n";
+    text = "request header too large (at most 16 KiB, request line included)\n";
   } else if (ec.category() == make_error_code(http::error::bad_method).category() && ec != http::error::end_of_stream &&
              ec != http::error::partial_message && ec != http::error::need_more && ec != http::error::need_buffer) {
     status = http::status::bad_request;
@@ -274,7 +278,8 @@ struct admin_server::impl : std::enable_shared_from_this<impl> {
         buffer.commit(rn);
       }
       me->idle = false;
-      http::request_parser<http::string_body> parser;  // Beast's limits: 1 MiB body, 8 KiB header
+      http::request_parser<http::string_body> parser;  // Beast's limit of the body: 1 MiB
+      parser.header_limit(header_limit);
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
       if (ec) {
         co_await refuse(stream, buffer, ec);

@@ -55,7 +55,7 @@ bool fits(const std::vector<std::string>& seg, std::string_view path) {
 }
 
 /// A cursor holds two snapshots, whose lists of transactions in progress grow with the writers
-/// busy at once: some 300 of them still fit the request line (Beast's header limit is 8 KiB).
+/// busy at once: some 300 of them still fit the request line (the listener's limit is 16 KiB).
 constexpr std::size_t max_cursor_size = 6000;
 
 std::optional<std::string> from_base64url(std::string_view text) {
@@ -108,7 +108,7 @@ bool is_date_time(std::string_view text) {
   if (text.size() < 10 || text.size() > 40) return false;
   for (std::size_t i = 0; i < 10; ++i)
     if ((i == 4 || i == 7) ? text[i] != '-' : !std::isdigit(static_cast<unsigned char>(text[i]))) return false;
-  return text.substr(10).find_first_not_of("0123456789Tt:.+-Zz ") == std::string_view::npos;
+  return text.substr(10).find_first_not_of("0123456789Tt:.+-Zz ") == std::string_view::npos;  // a space: "+" (below)
 }
 
 }  // namespace
@@ -121,7 +121,11 @@ std::variant<events_query, api_response> events_query_of(std::string_view target
     if (param.key == "since" || param.key == "until") {
       if (!is_date_time(param.value))
         return invalid(fmt::format("{} must be an RFC 3339 date-time, like 2026-12-01T00:00:00Z", std::string(param.key)));
-      (param.key == "since" ? q.since : q.until) = param.value;
+      // A "+" of an offset left unencoded arrives as a space (form encoding): after the date
+      // (and its separator), a space can be nothing else.
+      std::string value = param.value;
+      if (value.size() > 11) std::replace(value.begin() + 11, value.end(), ' ', '+');
+      (param.key == "since" ? q.since : q.until) = std::move(value);
     } else if (param.key.empty() && param.value.empty()) {
       continue;  // "/v1/events?" or "a=1&&b=2": an empty parameter
     } else if (param.key == "type") {

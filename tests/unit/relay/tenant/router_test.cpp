@@ -77,6 +77,9 @@ TEST_CASE("GET /v1/events: the query, its refusals, and the cursor") {
     CHECK(std::holds_alternative<api_response>(events_query_of(std::string("/v1/events?until=") + t)));
   }
   CHECK(std::holds_alternative<events_query>(events_query_of("/v1/events?")));  // an empty query
+  // An offset's "+" sent unencoded reads as a space: it is taken for the "+" it was.
+  CHECK(std::get<events_query>(events_query_of("/v1/events?since=2026-12-04T21:00:00+05:45")).since == "2026-12-04T21:00:00+05:45");
+  CHECK(std::get<events_query>(events_query_of("/v1/events?until=2026-12-04%2021:00:00+05")).until == "2026-12-04 21:00:00+05");
 
   // A next_cursor: the view's snapshots, the position in it, the reading's filters.
   const auto digest = filters_digest(q);
